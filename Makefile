@@ -1,0 +1,35 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint system-deps bench bench-captures clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+system-deps:
+	bash scripts/install-system-deps.sh
+
+demo: $(STAMP) system-deps
+	$(VENV)/bin/tracecore demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: $(STAMP) system-deps lint
+	$(VENV)/bin/pytest
+
+# Opt-in, slow: generate real captures (GBs) and run the peer benchmark.
+bench-captures: $(STAMP) system-deps
+	$(PY) -m bench.make_captures
+
+bench: $(STAMP) system-deps
+	$(PY) -m bench.peers
+
+clean:
+	rm -rf $(VENV) dist build tracecore-data

@@ -1,0 +1,1 @@
+"""The `tracecore` command line: thin Typer commands over the `tracecore` library."""

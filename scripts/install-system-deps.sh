@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the system tools tracecore's tests, bench and runners use, only those missing.
+# Debian/Ubuntu (apt-get), as root or through sudo. Idempotent and quiet when all is there.
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have tcpdump  || need+=(tcpdump)
+have tshark   || need+=(tshark)
+have iperf3   || need+=(iperf3)
+have nft      || need+=(nftables)
+have ip       || need+=(iproute2)
+have ethtool  || need+=(ethtool)
+have zstd     || need+=(zstd)
+have xz       || need+=(xz-utils)
+have chromium || need+=(chromium)
+
+[ ${#need[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  have sudo || { echo "install-system-deps: need root or sudo to install: ${need[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+echo "install-system-deps: installing ${need[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections || true
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
