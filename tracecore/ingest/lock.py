@@ -1,0 +1,88 @@
+"""One writer per dataset: an exclusive `fcntl.flock` on `OUT/.lock`.
+
+Why flock: the kernel drops it when the holder dies (even by SIGKILL), so a crashed ingest never
+leaves a stale lock behind, and a second ingest can tell "busy" from "abandoned" for free.
+The holder's pid is written into the file only as a hint for the error message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from tracecore.errors import DatasetError
+
+LOCK_NAME = ".lock"
+
+
+def _holder(fd: int) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+        if text:
+            return f" (pid {text})"
+    return ""
+
+
+@contextlib.contextmanager
+def dataset_lock(out: Path, wait_s: float = 0.0, on_wait: object = None) -> Iterator[None]:
+    """Hold OUT/.lock for the duration of the block.
+
+    `wait_s` = 0 fails at once when another ingest holds it; a positive value polls for up to
+    that many seconds (calling `on_wait(message)` once, if given); never blocks forever.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise DatasetError(f"{path}: cannot open the dataset lock: {err.strerror}") from err
+    try:
+        deadline = time.monotonic() + max(wait_s, 0.0)
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise DatasetError(
+                        f"{out}: another ingest is writing this dataset{_holder(fd)}; "
+                        "wait for it to finish (or pass --wait SECONDS) or use a different --out"
+                    ) from None
+                if not told and callable(on_wait):
+                    on_wait(f"waiting for another ingest into {out}{_holder(fd)}")
+                    told = True
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def try_lock(out: Path) -> int | None:
+    """Take the lock without waiting; the fd to pass to `release`, or None when busy or unwritable."""
+    try:
+        fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def release(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)

@@ -1,0 +1,130 @@
+"""The dataset's small tables: their Arrow schemas and the in-memory state an ingest edits.
+
+Why a separate module: the catalog (which stores them in DuckDB and exports Parquet), the pipeline
+(which edits them per run) and the tests all need the same column lists. Everything here is
+small (one row per run, worker, capture or log line), so plain Arrow tables are enough.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+FORMAT_VERSION = "1"
+
+RUNS = pa.schema(
+    [
+        ("run", pa.string()),
+        ("framework", pa.string()),
+        ("model", pa.string()),
+        ("optimizer", pa.string()),
+        ("batch_size", pa.int32()),
+        ("backend", pa.string()),
+        ("loss_pct", pa.float64()),
+        ("topology", pa.string()),
+        ("n_workers", pa.int32()),
+        ("path", pa.string()),  # the run folder (or file) it was last ingested from
+        ("name_parsed", pa.bool_()),  # false: the folder name did not follow the naming scheme
+        ("capture_mode", pa.string()),  # sender-only | both | mixed | empty
+        ("extra", pa.string()),  # JSON of run.toml keys that are not columns
+    ]
+)
+
+WORKERS = pa.schema(
+    [
+        ("run", pa.string()),
+        ("worker", pa.string()),  # W1..Wn in order of IP address
+        ("ip", pa.string()),  # inferred (dominant source address) or from run.toml
+        ("capture", pa.string()),  # worker key: file name without rotation/compression suffixes
+        ("ip_source", pa.string()),  # inferred | run.toml | none
+        ("n_files", pa.int32()),
+        ("packets", pa.int64()),  # stored rows, before de-duplication
+        ("bytes", pa.int64()),  # sum of frame_len over stored rows
+        ("dup_rows", pa.int64()),  # rows received from another captured worker: hidden by `packets`
+    ]
+)
+
+CAPTURES = pa.schema(
+    [
+        ("run", pa.string()),
+        ("worker", pa.string()),
+        ("capture", pa.string()),
+        ("file", pa.string()),  # path relative to the run folder: the capture's identity in its run
+        ("path", pa.string()),  # absolute source path when last ingested
+        ("size", pa.int64()),
+        ("mtime_ns", pa.int64()),
+        ("checksum", pa.string()),  # blake2b-128 of size + first and last MiB (see fileid.py)
+        ("status", pa.string()),  # ok | partial (corrupt after some packets) | failed
+        ("packets", pa.int64()),
+        ("bytes", pa.int64()),
+        ("first_ts_ns", pa.int64()),
+        ("last_ts_ns", pa.int64()),
+        ("warnings", pa.list_(pa.string())),
+        ("error", pa.string()),
+        ("ip_counts", pa.string()),  # JSON {ip: [as_src, as_dst]} for the top addresses
+        ("ingested_at_ns", pa.int64()),
+    ]
+)
+
+TRAIN_LOG = pa.schema(
+    [
+        ("run", pa.string()),
+        ("type", pa.string()),  # Batch | Epoch
+        ("id", pa.int32()),
+        ("ts_ns", pa.int64()),  # UTC ns (the log's Unix seconds × 1e9)
+        ("loss", pa.float64()),
+        ("accuracy", pa.float64()),
+    ]
+)
+
+FILES = pa.schema(
+    [
+        ("path", pa.string()),  # relative to the dataset root: packets/run=…/worker=…/part-N.parquet
+        ("run", pa.string()),
+        ("worker", pa.string()),
+        ("file", pa.string()),  # the capture (relative to its run folder) the rows came from
+        ("rows", pa.int64()),
+    ]
+)
+
+BASE_SCHEMAS: dict[str, pa.Schema] = {
+    "runs": RUNS,
+    "workers": WORKERS,
+    "captures": CAPTURES,
+    "train_log": TRAIN_LOG,
+    "_files": FILES,
+}
+EXPORTED = ("runs", "workers", "captures", "train_log")
+
+
+@dataclass
+class State:
+    """Every small table of a dataset; `extra` holds tables of other log parsers, keyed by name."""
+
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+    next_part: int = 0
+
+    def __post_init__(self) -> None:
+        for name, schema in BASE_SCHEMAS.items():
+            self.tables.setdefault(name, schema.empty_table())
+
+    def rows(self, name: str) -> list[dict]:
+        return self.tables[name].to_pylist()
+
+    def replace_runs(self, name: str, runs: set[str], new_rows: pa.Table | list[dict]) -> None:
+        """Drop table `name`'s rows of `runs`, append `new_rows` (runs absent from `runs` are kept)."""
+        old = self.tables.get(name)
+        if isinstance(new_rows, list):
+            schema = BASE_SCHEMAS.get(name) or (old.schema if old is not None else None)
+            new_rows = pa.Table.from_pylist(new_rows, schema=schema)
+        if old is None or old.num_rows == 0:
+            self.tables[name] = new_rows
+            return
+        keep = pc.invert(pc.is_in(old["run"], value_set=pa.array(sorted(runs), pa.string())))
+        kept = old.filter(keep)
+        if new_rows.num_rows == 0:
+            self.tables[name] = kept
+            return
+        self.tables[name] = pa.concat_tables([kept, new_rows.cast(kept.schema)], promote_options="none")
