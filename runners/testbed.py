@@ -292,7 +292,7 @@ class Testbed:
             raise TestbedError(f"loss {loss_pct}% is below the 0.1% resolution of the drop rule")
         ruleset = (
             "table bridge tbloss {\n"
-            "  chain fwd {\n"
+            "  chain lossy {\n"
             "    type filter hook forward priority 0; policy accept;\n"
             f"    ether type ip numgen random mod 1000 < {k} counter drop\n"
             "  }\n"
@@ -313,7 +313,7 @@ class Testbed:
         """Packets dropped so far by the loss rule (0 without loss)."""
         if self.loss_pct <= 0:
             return 0
-        out = self._nsexec(self.bridge_ns, "nft", "list", "chain", "bridge", "tbloss", "fwd").stdout
+        out = self._nsexec(self.bridge_ns, "nft", "list", "chain", "bridge", "tbloss", "lossy").stdout
         m = re.search(r"counter packets (\d+)", out)
         return int(m.group(1)) if m else 0
 
