@@ -1,0 +1,273 @@
+"""The streaming driver: format detection, buffer refills, pcapng metadata, errors.
+
+Why split from the kernel: everything here happens once per batch, chunk, section or
+interface, so it is plain Python and can afford clear error messages; the per-record work
+is in `kernel.py`. Good packets are never lost: a batch is yielded before any error about
+what follows it is raised, and a truncated tail is a warning, not an error.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tracecore.errors import CaptureError, NotACaptureError, UsageError
+from tracecore.reader import formats as fm
+from tracecore.reader import kernel as k
+from tracecore.reader.columns import AddressTable, Columns
+from tracecore.reader.source import Window
+
+DEFAULT_BATCH_ROWS = 1 << 20
+SHB_BYTES = b"\x0a\x0d\x0d\x0a"
+
+
+@dataclass
+class ReaderStats:
+    """What a read found; complete once `batches()` is exhausted (or has raised)."""
+
+    packets: int = 0
+    bytes: int = 0  # captured bytes (sum of cap_len)
+    file_bytes: int = 0  # container bytes walked (decompressed)
+    unsupported_link_frames: int = 0  # frames kept with null network fields
+    simple_packet_blocks: int = 0  # pcapng SPBs: no timestamp (see CaptureReader)
+    sections: int = 0
+    interfaces: int = 0
+    formats: set[str] = field(default_factory=set)  # e.g. {"pcap-le-us"} or {"pcapng-le", "gzip"}
+    link_types: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Section:
+    order: str = "<"
+    ifaces: list[fm.Interface] = field(default_factory=list)
+    table: np.ndarray = field(default_factory=lambda: np.zeros((1, 5), dtype=np.int64))
+
+
+class CaptureReader:
+    """Streams a pcap/pcapng capture (plain, gzip, xz or zstd) as PACKET_SCHEMA batches.
+
+    `batches()` yields RecordBatches of at most `batch_rows` rows (fewer when a batch holds
+    more than 65536 distinct addresses). Afterwards `warnings` lists non-fatal problems
+    (truncated tail, packets without timestamp, frames of unsupported link types) and
+    `stats` counts what was read. A corrupt record raises `CaptureError` (with the byte
+    offset and `packets_read`) after every batch before it has been yielded.
+
+    pcapng Simple Packet Blocks carry no timestamp: they get the timestamp of the packet
+    before them in the file (0 when there is none), so time stays monotone for analysis;
+    `stats.simple_packet_blocks` counts them. Their interface is 0, as the format says.
+    """
+
+    def __init__(self, path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS):
+        if batch_rows < 1:
+            raise UsageError(f"batch_rows must be at least 1, not {batch_rows}")
+        self.path = Path(path)
+        self.batch_rows = batch_rows
+        self.warnings: list[str] = []
+        self.stats = ReaderStats()
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return self.batches()
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        self.warnings.clear()
+        self.stats = ReaderStats()
+        win = _open(self.path)
+        try:
+            if win.kind:
+                self.stats.formats.add(win.kind)
+            head = bytes(win.buf[:4])
+            if len(head) < 4:
+                raise NotACaptureError(
+                    self.path, f"file of {len(head)} bytes: not a pcap or pcapng capture", 0
+                )
+            (le,) = struct.unpack("<I", head)
+            (be,) = struct.unpack(">I", head)
+            if fm.PCAP_MAGIC_US in (le, be) or fm.PCAP_MAGIC_NS in (le, be):
+                yield from self._pcap(win)
+            elif head == SHB_BYTES:
+                yield from self._pcapng(win)
+            else:
+                raise NotACaptureError(
+                    self.path, f"not a pcap or pcapng capture (first bytes {head.hex(' ')})", 0
+                )
+        finally:
+            win.close()
+        self._summarise()
+
+    # -- shared loop -------------------------------------------------------------------------
+
+    def _loop(self, win: Window, pos: int, call, meta=None) -> Iterator[pa.RecordBatch]:
+        """Run a kernel to the end of the file, yielding full batches and handling refills."""
+        rows = self.batch_rows
+        table = AddressTable(rows)
+        cols = Columns(rows)
+        st = np.zeros(k.NSTATE, dtype=np.int64)
+        while True:
+            status, pos = call(win.buf, pos, rows, table, cols, st)
+            if status == k.ST_FULL:
+                yield self._flush(cols, table, st)
+                cols = Columns(rows)
+                continue
+            if status == k.ST_META:
+                nxt = meta(win, pos)
+                if nxt is not None:
+                    pos = nxt
+                    continue
+            elif status == k.ST_CORRUPT:
+                offset = win.base + pos
+                self.stats.file_bytes = offset
+                if st[k.N]:
+                    yield self._flush(cols, table, st)
+                msg = k.ERR_MESSAGES[int(st[k.ERR])].format(int(st[k.ERR_VALUE]))
+                self._count(st)
+                raise CaptureError(self.path, msg, offset, self.stats.packets)
+            # ST_NEED, or a metadata block not wholly in the buffer
+            if win.advance(pos):
+                pos = 0
+                continue
+            self.stats.file_bytes = win.base + pos
+            if pos < len(win.buf):
+                self.warnings.append(
+                    f"{self.path}: file cut short: incomplete record at byte offset {win.base + pos} "
+                    f"({len(win.buf) - pos} bytes ignored); the {self.stats.packets + int(st[k.N])} "
+                    "complete packets before it are kept"
+                )
+            if win.error:
+                self.warnings.append(f"{self.path}: {win.kind} stream stopped: {win.error}")
+            break
+        if st[k.N]:
+            yield self._flush(cols, table, st)
+        self._count(st)
+
+    def _flush(self, cols: Columns, table: AddressTable, st: np.ndarray) -> pa.RecordBatch:
+        n = int(st[k.N])
+        batch = cols.to_batch(n, table, st)
+        self.stats.packets += n
+        st[k.N] = 0
+        return batch
+
+    def _count(self, st: np.ndarray) -> None:
+        self.stats.bytes += int(st[k.CAPBYTES])
+        self.stats.unsupported_link_frames += int(st[k.UNSUPPORTED])
+        self.stats.simple_packet_blocks += int(st[k.SPB])
+        for slot in (k.CAPBYTES, k.UNSUPPORTED, k.SPB):
+            st[slot] = 0
+
+    def _summarise(self) -> None:
+        s = self.stats
+        if s.unsupported_link_frames:
+            kinds = ", ".join(str(t) for t in sorted(s.link_types - fm.DECODED_LINK_TYPES))
+            self.warnings.append(
+                f"{self.path}: {s.unsupported_link_frames} frames of link type(s) {kinds} have no "
+                "network decoder: their IP fields are null"
+            )
+        if s.simple_packet_blocks:
+            self.warnings.append(
+                f"{self.path}: {s.simple_packet_blocks} pcapng simple packet blocks have no timestamp: "
+                "they carry the previous packet's time"
+            )
+
+    # -- classic pcap ------------------------------------------------------------------------
+
+    def _pcap(self, win: Window) -> Iterator[pa.RecordBatch]:
+        hdr = fm.parse_pcap_header(bytes(win.buf[:24]), self.path)
+        self.stats.formats.add(hdr.fmt)
+        self.stats.link_types.add(hdr.link_type)
+        limit = max(fm.MAX_PACKET, min(hdr.snaplen, 1 << 24))
+        big = hdr.order == ">"
+
+        def call(buf, pos, rows, table, cols, st):
+            return k.pcap_records(
+                buf, pos, big, hdr.nanos, hdr.lengths_swapped, hdr.link_type, limit, rows, table.umax,
+                *cols.kernel_args(), table.tab, table.u_key, table.u_kind, st,
+            )  # fmt: skip
+
+        yield from self._loop(win, 24, call)
+
+    # -- pcapng ------------------------------------------------------------------------------
+
+    def _pcapng(self, win: Window) -> Iterator[pa.RecordBatch]:
+        sec = _Section()
+
+        def call(buf, pos, rows, table, cols, st):
+            return k.pcapng_blocks(
+                buf, pos, sec.order == ">", sec.table, len(sec.ifaces), rows, table.umax,
+                *cols.kernel_args(), table.tab, table.u_key, table.u_kind, st,
+            )  # fmt: skip
+
+        def meta(win: Window, pos: int) -> int | None:
+            return self._meta(win, pos, sec)
+
+        yield from self._loop(win, 0, call, meta)
+
+    def _meta(self, win: Window, pos: int, sec: _Section) -> int | None:
+        """Parse the SHB or IDB at `pos`; None when it is not wholly in the buffer yet."""
+        buf = win.buf
+        if pos + 12 > len(buf):
+            return None
+        head = bytes(buf[pos : pos + 12])
+        offset = win.base + pos
+        if head[:4] == SHB_BYTES:
+            try:
+                order = fm.shb_order(head)
+            except ValueError as exc:
+                raise CaptureError(self.path, str(exc), offset, self.stats.packets) from None
+            (blen,) = struct.unpack_from(order + "I", head, 4)
+            if blen < 28 or blen % 4 or blen > fm.MAX_BLOCK:
+                raise CaptureError(
+                    self.path, f"corrupt section header block: length {blen}", offset, self.stats.packets
+                )
+            if pos + blen > len(buf):
+                return None
+            block = bytes(buf[pos : pos + blen])
+            (trail,) = struct.unpack_from(order + "I", block, blen - 4)
+            if trail != blen:
+                raise CaptureError(
+                    self.path,
+                    f"corrupt section header block: trailing length {trail} differs from {blen}",
+                    offset,
+                    self.stats.packets,
+                )
+            try:
+                fm.check_shb(block, order)
+            except ValueError as exc:
+                raise CaptureError(
+                    self.path, f"section header block: {exc}", offset, self.stats.packets
+                ) from None
+            sec.order = order
+            sec.ifaces = []
+            sec.table = np.zeros((1, 5), dtype=np.int64)
+            self.stats.sections += 1
+            self.stats.formats.add("pcapng-le" if order == "<" else "pcapng-be")
+            return pos + blen
+        (blen,) = struct.unpack_from(sec.order + "I", head, 4)  # the kernel checked length and trailer
+        try:
+            iface = fm.parse_idb(bytes(buf[pos + 8 : pos + blen - 4]), sec.order)
+        except (ValueError, struct.error) as exc:
+            raise CaptureError(
+                self.path, f"corrupt interface description block: {exc}", offset, self.stats.packets
+            ) from None
+        sec.ifaces.append(iface)
+        sec.table = np.array(
+            [[i.link_type, i.snaplen, i.tsres.kind, i.tsres.factor, i.tsres.offset_ns] for i in sec.ifaces],
+            dtype=np.int64,
+        )
+        self.stats.interfaces += 1
+        self.stats.link_types.add(iface.link_type)
+        return pos + blen
+
+
+def _open(path: Path) -> Window:
+    try:
+        return Window(path)
+    except FileNotFoundError:
+        raise CaptureError(path, "no such file") from None
+    except IsADirectoryError:
+        raise CaptureError(path, "is a directory, not a capture file") from None
+    except PermissionError:
+        raise CaptureError(path, "permission denied") from None

@@ -1,0 +1,523 @@
+"""The hot loop: numba kernels that walk records in a byte buffer and fill column arrays.
+
+Why numba and this shape: one compiled pass over the memory map writes every packet's
+fields straight into preallocated numpy columns; Python runs once per batch, never per
+packet. Addresses are interned into an open-addressing hash table (numpy arrays), so a
+batch carries int32 dictionary indices and Python formats only the distinct addresses.
+
+A kernel returns `(status, pos)`: it stops when the batch or the address table is full,
+when the next record is not wholly in the buffer (the driver refills or reports a
+truncated file), at a pcapng block the driver parses itself (SHB, IDB), or at a corrupt
+record (`st[ERR]` says why). Every loop advances `pos` by at least one header, so no
+input can make it spin.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Kernel status codes.
+ST_NEED = 0  # the record at pos is not wholly in the buffer (or pos == end)
+ST_FULL = 1  # batch rows or address table full: emit the batch, call again
+ST_CORRUPT = 2  # the record at pos is corrupt; st[ERR] holds an ERR_* code
+ST_META = 3  # a pcapng SHB or IDB at pos: the driver parses it in Python
+
+# st[] slots: counters shared between the kernel and the driver.
+N = 0  # rows in the current batch
+NUNIQ = 1  # distinct addresses in the current batch
+ERR = 2  # ERR_* code of a corrupt record
+LAST_TS = 3  # timestamp of the last packet (for SPBs, which have none)
+UNSUPPORTED = 4  # frames whose link type has no decoder
+SPB = 5  # simple packet blocks read
+CAPBYTES = 6  # sum of cap_len
+ERR_VALUE = 7  # the offending value of a corrupt record
+NSTATE = 8
+
+ERR_CAPLEN = 1  # pcap caplen above the limit
+ERR_BLOCKLEN = 2  # pcapng block length < 12, not a multiple of 4, or huge
+ERR_TRAILER = 3  # pcapng trailing block length differs
+ERR_SHORTBLOCK = 4  # pcapng packet block too short for its fixed fields
+ERR_IFACE = 5  # packet for an interface not declared in its section
+ERR_OVERRUN = 6  # captured length overruns the block
+ERR_NOIFACE = 7  # simple packet block before any IDB
+
+ERR_MESSAGES = {
+    ERR_CAPLEN: "corrupt record: captured length {} is larger than any real packet",
+    ERR_BLOCKLEN: "corrupt pcapng block: total length {}",
+    ERR_TRAILER: "corrupt pcapng block: trailing length {} differs from the leading one",
+    ERR_SHORTBLOCK: "corrupt pcapng packet block: length {} too short for its fields",
+    ERR_IFACE: "corrupt pcapng packet block: interface {} not declared in this section",
+    ERR_OVERRUN: "corrupt pcapng packet block: captured length {} overruns the block",
+    ERR_NOIFACE: "pcapng simple packet block before any interface description ({})",
+}
+
+MAX_PACKET = 262144
+MAX_BLOCK = MAX_PACKET + 65536
+
+U64 = np.uint64
+
+
+@njit(cache=True, inline="always")
+def _u16be(b, p):
+    return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
+
+
+@njit(cache=True, inline="always")
+def _u32(b, p, big):
+    if big:
+        return (
+            (np.int64(b[p]) << 24)
+            | (np.int64(b[p + 1]) << 16)
+            | (np.int64(b[p + 2]) << 8)
+            | np.int64(b[p + 3])
+        )
+    return (
+        (np.int64(b[p + 3]) << 24) | (np.int64(b[p + 2]) << 16) | (np.int64(b[p + 1]) << 8) | np.int64(b[p])
+    )
+
+
+@njit(cache=True, inline="always")
+def _u64be(b, p):
+    v = U64(0)
+    for i in range(8):
+        v = (v << U64(8)) | U64(b[p + i])
+    return v
+
+
+@njit(cache=True)
+def _intern(hi, lo, kind, tab, u_key, u_kind, st):
+    """Dictionary index of address (hi, lo, kind); adds it when new. Load stays <= 1/2."""
+    mask = U64(tab.shape[0] - 1)
+    h = hi * U64(0x9E3779B97F4A7C15) ^ lo * U64(0xC2B2AE3D27D4EB4F) ^ U64(kind)
+    h ^= h >> U64(31)
+    h *= U64(0xBF58476D1CE4E5B9)
+    h ^= h >> U64(29)
+    i = np.int64(h & mask)
+    while True:
+        idx = tab[i, 2]
+        if idx == 0:
+            new = st[NUNIQ]
+            tab[i, 0] = hi
+            tab[i, 1] = lo
+            tab[i, 2] = U64(new + 1)
+            u_key[new, 0] = hi
+            u_key[new, 1] = lo
+            u_kind[new] = kind
+            st[NUNIQ] = new + 1
+            return new
+        j = np.int64(idx) - 1
+        if tab[i, 0] == hi and tab[i, 1] == lo and u_kind[j] == kind:
+            return j
+        i = (i + 1) & np.int64(mask)
+
+
+@njit(cache=True)
+def reset_table(tab, u_key, u_kind, st):
+    """Empty the address table by re-probing only the slots this batch used."""
+    mask = tab.shape[0] - 1
+    for j in range(st[NUNIQ]):
+        hi = u_key[j, 0]
+        lo = u_key[j, 1]
+        h = hi * U64(0x9E3779B97F4A7C15) ^ lo * U64(0xC2B2AE3D27D4EB4F) ^ U64(u_kind[j])
+        h ^= h >> U64(31)
+        h *= U64(0xBF58476D1CE4E5B9)
+        h ^= h >> U64(29)
+        i = np.int64(h & U64(mask))
+        while tab[i, 2] != U64(j + 1):
+            i = (i + 1) & mask
+        tab[i, 0] = 0
+        tab[i, 1] = 0
+        tab[i, 2] = 0
+    st[NUNIQ] = 0
+
+
+@njit(cache=True)
+def _net_type(buf, p, end, link):
+    """(ethertype-like protocol, offset of the network header); -1 = no IP, -2 = unknown link."""
+    cap = end - p
+    if link == 1:
+        if cap < 14:
+            return -1, p
+        et = _u16be(buf, p + 12)
+        q = p + 14
+        while (et == 0x8100 or et == 0x88A8 or et == 0x9100) and q + 4 <= end:
+            et = _u16be(buf, q + 2)
+            q += 4
+        if et < 0x0600:  # 802.3 length: only LLC/SNAP carries an ethertype
+            if q + 8 <= end and buf[q] == 0xAA and buf[q + 1] == 0xAA and buf[q + 2] == 3:
+                et = _u16be(buf, q + 6)
+                q += 8
+            else:
+                return -1, p
+        if et == 0x8864:  # PPPoE session: 6-byte header, then the PPP protocol
+            if q + 8 > end:
+                return -1, p
+            ppp = _u16be(buf, q + 6)
+            q += 8
+            et = 0x0800 if ppp == 0x21 else (0x86DD if ppp == 0x57 else -1)
+        elif et == 0x8847 or et == 0x8848:  # MPLS: pop labels to bottom of stack
+            while q + 4 <= end:
+                bos = buf[q + 2] & 1
+                q += 4
+                if bos:
+                    break
+            if q >= end:
+                return -1, p
+            nib = buf[q] >> 4
+            et = 0x0800 if nib == 4 else (0x86DD if nib == 6 else -1)
+        return et, q
+    if link == 113:
+        if cap < 16:
+            return -1, p
+        return _u16be(buf, p + 14), p + 16
+    if link == 276:
+        if cap < 20:
+            return -1, p
+        return _u16be(buf, p), p + 20
+    if link == 101 or link == 12 or link == 14:
+        if cap < 1:
+            return -1, p
+        nib = buf[p] >> 4
+        return (0x0800 if nib == 4 else (0x86DD if nib == 6 else -1)), p
+    if link == 228:
+        return 0x0800, p
+    if link == 229:
+        return 0x86DD, p
+    if link == 0 or link == 108:
+        if cap < 4:
+            return -1, p
+        if link == 108:
+            af = _u32(buf, p, True)
+        else:
+            af = _u32(buf, p, False)
+            if af > 0xFFFF:  # written on a big-endian host
+                af = _u32(buf, p, True)
+        if af == 2:
+            return 0x0800, p + 4
+        if af == 10 or af == 24 or af == 28 or af == 30:
+            return 0x86DD, p + 4
+        return -1, p
+    if link == 104:  # Cisco HDLC: address, control, ethertype
+        if cap < 4:
+            return -1, p
+        return _u16be(buf, p + 2), p + 4
+    if link == 9 or link == 50:  # PPP, optionally with HDLC framing
+        q = p
+        if q + 2 <= end and buf[q] == 0xFF and buf[q + 1] == 0x03:
+            q += 2
+        if q + 2 > end:
+            return -1, p
+        ppp = _u16be(buf, q)
+        return (0x0800 if ppp == 0x21 else (0x86DD if ppp == 0x57 else -1)), q + 2
+    return -2, p
+
+
+@njit(cache=True)
+def decode(buf, p, cap, orig, link, n, c8, c16, c32, cidx, tab, u_key, u_kind, st):
+    """Network columns of the frame at buf[p:p+cap]; returns False for an unknown link type.
+
+    c8 rows: ip_version, ip_proto, ip_fragment, valid(ip), valid(ports), valid(flags), valid(l4).
+    c16 rows: src_port, dst_port, tcp_flags. c32 rows: l4_payload_len. cidx: src, dst index.
+    """
+    c8[2, n] = 0
+    c8[3, n] = 0
+    c8[4, n] = 0
+    c8[5, n] = 0
+    c8[6, n] = 0
+    cidx[0, n] = 0
+    cidx[1, n] = 0
+    end = p + cap
+    et, q = _net_type(buf, p, end, link)
+    if et == -2:
+        return False
+    if et == 0x0800:
+        if q + 20 > end or (buf[q] >> 4) != 4:
+            return True
+        ihl = np.int64(buf[q] & 15) * 4
+        if ihl < 20:
+            return True
+        total = _u16be(buf, q + 2)
+        fo = _u16be(buf, q + 6)
+        pr = np.int64(buf[q + 9])
+        c8[0, n] = 4
+        c8[2, n] = 1 if (fo & 0x3FFF) != 0 else 0
+        cidx[0, n] = _intern(U64(0), U64(_u32(buf, q + 12, True)), 4, tab, u_key, u_kind, st)
+        cidx[1, n] = _intern(U64(0), U64(_u32(buf, q + 16, True)), 4, tab, u_key, u_kind, st)
+        if total == 0:  # TSO/GSO captures leave it zero: fall back to the wire length
+            total = orig - (q - p)
+        payload = total - ihl
+        t = q + ihl
+        first = (fo & 0x1FFF) == 0
+    elif et == 0x86DD:
+        if q + 40 > end or (buf[q] >> 4) != 6:
+            return True
+        plen = _u16be(buf, q + 4)
+        pr = np.int64(buf[q + 6])
+        c8[0, n] = 6
+        cidx[0, n] = _intern(_u64be(buf, q + 8), _u64be(buf, q + 16), 6, tab, u_key, u_kind, st)
+        cidx[1, n] = _intern(_u64be(buf, q + 24), _u64be(buf, q + 32), 6, tab, u_key, u_kind, st)
+        t = q + 40
+        first = True
+        frag = 0
+        while True:
+            if pr == 0 or pr == 43 or pr == 60:
+                if t + 2 > end:
+                    break
+                nxt = np.int64(buf[t])
+                t += (np.int64(buf[t + 1]) + 1) * 8
+                pr = nxt
+            elif pr == 51:
+                if t + 2 > end:
+                    break
+                nxt = np.int64(buf[t])
+                t += (np.int64(buf[t + 1]) + 2) * 4
+                pr = nxt
+            elif pr == 44:
+                if t + 8 > end:
+                    break
+                frag = 1
+                first = (_u16be(buf, t + 2) & 0xFFF8) == 0
+                pr = np.int64(buf[t])
+                t += 8
+                if not first:
+                    break
+            else:
+                break
+        c8[2, n] = frag
+        total = (plen + 40) if plen != 0 else orig - (q - p)
+        payload = total - (t - q)
+    else:
+        return True
+    c8[1, n] = pr
+    c8[3, n] = 1
+    if not first:
+        if payload >= 0:
+            c32[n] = payload
+            c8[6, n] = 1
+        return True
+    if (pr == 6 or pr == 17 or pr == 132 or pr == 136) and t + 4 <= end:
+        c16[0, n] = _u16be(buf, t)
+        c16[1, n] = _u16be(buf, t + 2)
+        c8[4, n] = 1
+    hdr = 0
+    if pr == 6:
+        if t + 14 > end:
+            return True
+        c16[2, n] = ((np.int64(buf[t + 12]) & 1) << 8) | np.int64(buf[t + 13])
+        c8[5, n] = 1
+        hdr = (np.int64(buf[t + 12]) >> 4) * 4
+    elif pr == 17 or pr == 136:
+        hdr = 8
+    elif pr == 132:
+        hdr = 12
+    if payload >= hdr:
+        c32[n] = payload - hdr
+        c8[6, n] = 1
+    return True
+
+
+@njit(cache=True, inline="always")
+def _emit(buf, p, cap, orig, ts, iface, link, ts_col, c32f, c16f, c8, c16, c32, cidx, tab, u_key, u_kind, st):
+    n = st[N]
+    ts_col[n] = ts
+    c32f[0, n] = orig
+    c32f[1, n] = cap
+    c16f[0, n] = iface
+    c16f[1, n] = link
+    if not decode(buf, p, cap, orig, link, n, c8, c16, c32, cidx, tab, u_key, u_kind, st):
+        st[UNSUPPORTED] += 1
+    st[CAPBYTES] += cap
+    st[N] = n + 1
+
+
+@njit(cache=True)
+def pcap_records(
+    buf,
+    pos,
+    big,
+    nanos,
+    swapmode,
+    link,
+    limit,
+    nmax,
+    umax,
+    ts_col,
+    c32f,
+    c16f,
+    c8,
+    c16,
+    c32,
+    cidx,
+    tab,
+    u_key,
+    u_kind,
+    st,
+):
+    """Classic pcap records from `pos` until the batch is full or the buffer ends."""
+    end = buf.shape[0]
+    mult = 1 if nanos else 1000
+    while True:
+        if st[N] >= nmax or st[NUNIQ] + 2 > umax:
+            return ST_FULL, pos
+        if pos + 16 > end:
+            return ST_NEED, pos
+        sec = _u32(buf, pos, big)
+        sub = _u32(buf, pos + 4, big)
+        cap = _u32(buf, pos + 8, big)
+        orig = _u32(buf, pos + 12, big)
+        if swapmode == 1 or (swapmode == 2 and cap > orig):
+            cap, orig = orig, cap
+        if cap > limit:
+            st[ERR] = ERR_CAPLEN
+            st[ERR_VALUE] = cap
+            return ST_CORRUPT, pos
+        if pos + 16 + cap > end:
+            return ST_NEED, pos
+        ts = sec * 1_000_000_000 + sub * mult
+        st[LAST_TS] = ts
+        _emit(
+            buf,
+            pos + 16,
+            cap,
+            orig,
+            ts,
+            0,
+            link,
+            ts_col,
+            c32f,
+            c16f,
+            c8,
+            c16,
+            c32,
+            cidx,
+            tab,
+            u_key,
+            u_kind,
+            st,
+        )
+        pos += 16 + cap
+
+
+@njit(cache=True, inline="always")
+def _ts_ns(t, kind, factor, offset):
+    if kind == 0:
+        return t * factor + offset
+    if kind == 1:
+        return t // factor + offset
+    ut = U64(t)
+    sec = np.int64(ut >> U64(factor))
+    frac = ut & ((U64(1) << U64(factor)) - U64(1))
+    bits = factor
+    if bits > 34:  # keep frac * 1e9 inside 64 bits
+        frac >>= U64(bits - 34)
+        bits = 34
+    return sec * 1_000_000_000 + np.int64((frac * U64(1_000_000_000)) >> U64(bits)) + offset
+
+
+@njit(cache=True)
+def pcapng_blocks(
+    buf, pos, big, ifs, n_if, nmax, umax, ts_col, c32f, c16f, c8, c16, c32, cidx, tab, u_key, u_kind, st
+):
+    """pcapng blocks of one section from `pos`; ifs rows: link, snaplen, ts kind, factor, offset."""
+    end = buf.shape[0]
+    while True:
+        if st[N] >= nmax or st[NUNIQ] + 2 > umax:
+            return ST_FULL, pos
+        if pos + 12 > end:
+            return ST_NEED, pos
+        btype = _u32(buf, pos, big)
+        if btype == 0x0A0D0D0A:
+            return ST_META, pos
+        blen = _u32(buf, pos + 4, big)
+        if blen < 12 or (blen & 3) != 0 or blen > MAX_BLOCK:
+            st[ERR] = ERR_BLOCKLEN
+            st[ERR_VALUE] = blen
+            return ST_CORRUPT, pos
+        if pos + blen > end:
+            return ST_NEED, pos
+        trail = _u32(buf, pos + blen - 4, big)
+        if trail != blen:
+            st[ERR] = ERR_TRAILER
+            st[ERR_VALUE] = trail
+            return ST_CORRUPT, pos
+        if btype == 1:
+            return ST_META, pos
+        if btype == 6 or btype == 2:
+            if blen < 32:
+                st[ERR] = ERR_SHORTBLOCK
+                st[ERR_VALUE] = blen
+                return ST_CORRUPT, pos
+            if btype == 6:
+                ifid = _u32(buf, pos + 8, big)
+            else:
+                ifid = (_u32(buf, pos + 8, big) >> 16) if big else (_u32(buf, pos + 8, big) & 0xFFFF)
+            cap = _u32(buf, pos + 20, big)
+            orig = _u32(buf, pos + 24, big)
+            if ifid >= n_if:
+                st[ERR] = ERR_IFACE
+                st[ERR_VALUE] = ifid
+                return ST_CORRUPT, pos
+            if 28 + cap > blen - 4:
+                st[ERR] = ERR_OVERRUN
+                st[ERR_VALUE] = cap
+                return ST_CORRUPT, pos
+            t = (_u32(buf, pos + 12, big) << 32) | _u32(buf, pos + 16, big)
+            ts = _ts_ns(t, ifs[ifid, 2], ifs[ifid, 3], ifs[ifid, 4])
+            st[LAST_TS] = ts
+            link = ifs[ifid, 0]
+            _emit(
+                buf,
+                pos + 28,
+                cap,
+                orig,
+                ts,
+                ifid,
+                link,
+                ts_col,
+                c32f,
+                c16f,
+                c8,
+                c16,
+                c32,
+                cidx,
+                tab,
+                u_key,
+                u_kind,
+                st,
+            )
+        elif btype == 3:
+            if n_if == 0:
+                st[ERR] = ERR_NOIFACE
+                st[ERR_VALUE] = 0
+                return ST_CORRUPT, pos
+            if blen < 16:
+                st[ERR] = ERR_SHORTBLOCK
+                st[ERR_VALUE] = blen
+                return ST_CORRUPT, pos
+            orig = _u32(buf, pos + 8, big)
+            cap = min(orig, blen - 16)
+            if ifs[0, 1] > 0:
+                cap = min(cap, ifs[0, 1])
+            st[SPB] += 1
+            _emit(
+                buf,
+                pos + 12,
+                cap,
+                orig,
+                st[LAST_TS],
+                0,
+                ifs[0, 0],
+                ts_col,
+                c32f,
+                c16f,
+                c8,
+                c16,
+                c32,
+                cidx,
+                tab,
+                u_key,
+                u_kind,
+                st,
+            )
+        pos += blen

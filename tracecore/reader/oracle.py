@@ -1,0 +1,291 @@
+"""A slow, independent reader: struct for the containers, dpkt for the packets.
+
+Why it exists: it is the test oracle for the numba fast path (a second implementation
+written differently, with dpkt's own header parsing), and it documents the semantics in
+plain Python. It reads the whole file into memory, so it is only for small captures.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import dpkt
+
+from tracecore.errors import CaptureError, NotACaptureError
+from tracecore.reader import formats as fm
+from tracecore.reader.source import decompress_all
+
+AF_INET6_VALUES = (10, 24, 28, 30)
+ETH_VLAN = (0x8100, 0x88A8, 0x9100)
+TRANSPORT_HEADER = {6: 20, 17: 8, 136: 8, 132: 12}
+
+
+@dataclass
+class Record:
+    """One packet record as stored in the container."""
+
+    ts_ns: int
+    frame_len: int
+    cap_len: int
+    interface: int
+    link_type: int
+    data: bytes
+    offset: int
+
+
+@dataclass
+class OracleResult:
+    records: list[Record]
+    warnings: list[str]
+    error: CaptureError | None
+
+
+def read_records(path: str | Path) -> OracleResult:
+    """Every complete record of a capture; a corrupt record stops the walk with `error` set."""
+    data = decompress_all(path)
+    if not data:
+        raise NotACaptureError(path, "empty file: not a pcap or pcapng capture", 0)
+    (magic,) = struct.unpack_from("<I", data.ljust(4, b"\0"))
+    out: list[Record] = []
+    warnings: list[str] = []
+    try:
+        if magic in (fm.PCAP_MAGIC_US, fm.PCAP_MAGIC_NS) or struct.unpack_from(">I", data.ljust(4, b"\0"))[
+            0
+        ] in (fm.PCAP_MAGIC_US, fm.PCAP_MAGIC_NS):
+            _walk_pcap(path, data, out, warnings)
+        elif magic == fm.PCAPNG_SHB:
+            _walk_pcapng(path, data, out, warnings)
+        else:
+            raise NotACaptureError(path, "not a pcap or pcapng capture (unknown magic)", 0)
+    except NotACaptureError:
+        raise
+    except CaptureError as err:
+        return OracleResult(out, warnings, err)
+    return OracleResult(out, warnings, None)
+
+
+def _walk_pcap(path: object, data: bytes, out: list[Record], warnings: list[str]) -> None:
+    hdr = fm.parse_pcap_header(data[:24], path)
+    limit = max(fm.MAX_PACKET, min(hdr.snaplen, 1 << 24))
+    pos = 24
+    while pos < len(data):
+        if pos + 16 > len(data):
+            warnings.append(f"{path}: truncated record header at byte offset {pos}")
+            return
+        sec, sub, cap, orig = struct.unpack_from(hdr.order + "IIII", data, pos)
+        if hdr.lengths_swapped == 1 or (hdr.lengths_swapped == 2 and cap > orig):
+            cap, orig = orig, cap
+        if cap > limit:
+            raise CaptureError(path, f"corrupt record: captured length {cap}", pos, len(out))
+        if pos + 16 + cap > len(data):
+            warnings.append(f"{path}: truncated record at byte offset {pos}")
+            return
+        ts = sec * 1_000_000_000 + (sub if hdr.nanos else sub * 1000)
+        out.append(Record(ts, orig, cap, 0, hdr.link_type, data[pos + 16 : pos + 16 + cap], pos))
+        pos += 16 + cap
+
+
+def _walk_pcapng(path: object, data: bytes, out: list[Record], warnings: list[str]) -> None:
+    pos = 0
+    order = "<"
+    ifaces: list[fm.Interface] = []
+    last_ts = 0
+    while pos < len(data):
+        if pos + 12 > len(data):
+            warnings.append(f"{path}: truncated block header at byte offset {pos}")
+            return
+        (btype,) = struct.unpack_from(order + "I", data, pos)
+        if btype == fm.PCAPNG_SHB or struct.unpack_from("<I", data, pos)[0] == fm.PCAPNG_SHB:
+            try:
+                order = fm.shb_order(data[pos : pos + 12])
+            except ValueError as exc:
+                raise CaptureError(path, str(exc), pos, len(out)) from None
+            btype = fm.PCAPNG_SHB
+        (blen,) = struct.unpack_from(order + "I", data, pos + 4)
+        if blen < 12 or blen % 4 or blen > fm.MAX_BLOCK:
+            raise CaptureError(path, f"corrupt block length {blen}", pos, len(out))
+        if pos + blen > len(data):
+            warnings.append(f"{path}: truncated block at byte offset {pos}")
+            return
+        (trail,) = struct.unpack_from(order + "I", data, pos + blen - 4)
+        if trail != blen:
+            raise CaptureError(path, f"block length {blen} and trailer {trail} differ", pos, len(out))
+        body = data[pos + 8 : pos + blen - 4]
+        try:
+            if btype == fm.PCAPNG_SHB:
+                fm.check_shb(data[pos : pos + blen], order)
+                ifaces = []
+            elif btype == 1:
+                ifaces.append(fm.parse_idb(body, order))
+            elif btype in (6, 2):
+                if btype == 6:
+                    ifid, hi, lo, cap, orig = struct.unpack_from(order + "IIIII", body)
+                    start = 20
+                else:
+                    ifid, _drops, hi, lo, cap, orig = struct.unpack_from(order + "HHIIII", body)
+                    start = 20
+                if ifid >= len(ifaces):
+                    raise ValueError(f"packet for undeclared interface {ifid}")
+                if start + cap > len(body):
+                    raise ValueError(f"captured length {cap} overruns its block")
+                iface = ifaces[ifid]
+                last_ts = iface.tsres.to_ns((hi << 32) | lo)
+                out.append(Record(last_ts, orig, cap, ifid, iface.link_type, body[start : start + cap], pos))
+            elif btype == 3:
+                if not ifaces:
+                    raise ValueError("simple packet block before any interface")
+                (orig,) = struct.unpack_from(order + "I", body)
+                cap = min(orig, len(body) - 4)
+                if ifaces[0].snaplen:
+                    cap = min(cap, ifaces[0].snaplen)
+                out.append(Record(last_ts, orig, cap, 0, ifaces[0].link_type, body[4 : 4 + cap], pos))
+        except (ValueError, struct.error) as exc:
+            raise CaptureError(path, f"corrupt block: {exc}", pos, len(out)) from None
+        pos += blen
+
+
+# -- packet decoding with dpkt -------------------------------------------------------------
+
+
+@dataclass
+class Fields:
+    """The network columns of PACKET_SCHEMA for one packet (None = null)."""
+
+    ip_version: int | None = None
+    src_ip: str | None = None
+    dst_ip: str | None = None
+    ip_proto: int | None = None
+    src_port: int | None = None
+    dst_port: int | None = None
+    tcp_flags: int | None = None
+    l4_payload_len: int | None = None
+    ip_fragment: bool | None = None
+
+
+def _network_start(link: int, buf: bytes) -> tuple[int, bytes] | None:
+    """(ip version, bytes from the IP header on), or None when the frame carries no IP."""
+    etype: int | None = None
+    rest = b""
+    if link == 1:
+        try:
+            eth = dpkt.ethernet.Ethernet(buf)
+        except (dpkt.UnpackError, struct.error):
+            return None
+        etype = eth.type
+        rest = bytes(eth.data) if not isinstance(eth.data, bytes) else eth.data
+        if isinstance(eth.data, dpkt.Packet):
+            rest = bytes(eth.data)
+        if etype == 0x8864 and len(rest) >= 8:  # PPPoE session + PPP protocol
+            proto = struct.unpack_from(">H", rest, 6)[0]
+            etype = {0x21: 0x0800, 0x57: 0x86DD}.get(proto)
+            rest = rest[8:]
+        if getattr(eth, "mpls_labels", None):
+            etype = {4: 0x0800, 6: 0x86DD}.get(rest[0] >> 4 if rest else 0)
+    elif link == 113 and len(buf) >= 16:
+        etype, rest = struct.unpack_from(">H", buf, 14)[0], buf[16:]
+    elif link == 276 and len(buf) >= 20:
+        etype, rest = struct.unpack_from(">H", buf, 0)[0], buf[20:]
+    elif link in (12, 14, 101) and buf:
+        etype, rest = {4: 0x0800, 6: 0x86DD}.get(buf[0] >> 4), buf
+    elif link == 228:
+        etype, rest = 0x0800, buf
+    elif link == 229:
+        etype, rest = 0x86DD, buf
+    elif link in (0, 108) and len(buf) >= 4:
+        af = struct.unpack_from(">I" if link == 108 else "<I", buf)[0]
+        if link == 0 and af > 0xFFFF:
+            af = struct.unpack_from(">I", buf)[0]
+        etype = 0x0800 if af == 2 else (0x86DD if af in AF_INET6_VALUES else None)
+        rest = buf[4:]
+    elif link == 104 and len(buf) >= 4:
+        etype, rest = struct.unpack_from(">H", buf, 2)[0], buf[4:]
+    if etype == 0x0800:
+        return 4, rest
+    if etype == 0x86DD:
+        return 6, rest
+    return None
+
+
+def decode(link: int, buf: bytes, frame_len: int) -> Fields:
+    """Network fields of one frame, decoded by dpkt; undecodable layers stay None."""
+    start = _network_start(link, buf)
+    if start is None:
+        return Fields()
+    version, raw = start
+    wire_extra = frame_len - len(buf)  # bytes cut by snaplen
+    if version == 4:
+        if len(raw) < 20 or raw[0] >> 4 != 4:
+            return Fields()
+        ip = dpkt.ip.IP.__new__(dpkt.ip.IP)
+        dpkt.Packet.unpack(ip, raw)
+        hl = (ip._v_hl & 0xF) * 4
+        f = Fields(
+            4, socket.inet_ntop(socket.AF_INET, ip.src), socket.inet_ntop(socket.AF_INET, ip.dst), ip.p
+        )
+        frag_off = ip._flags_offset & 0x1FFF
+        f.ip_fragment = bool(ip._flags_offset & 0x2000) or frag_off != 0
+        total = ip.len if ip.len else len(raw) + wire_extra
+        payload = total - hl if total >= hl else None
+        transport = raw[hl:]
+        proto = ip.p
+    else:
+        if len(raw) < 40 or raw[0] >> 4 != 6:
+            return Fields()
+        hdr = dpkt.ip6.IP6.__new__(dpkt.ip6.IP6)
+        dpkt.Packet.unpack(hdr, raw[:40])
+        f = Fields(6, socket.inet_ntop(socket.AF_INET6, hdr.src), socket.inet_ntop(socket.AF_INET6, hdr.dst))
+        # Walk the extension headers with dpkt's own header classes.
+        nxt, pos, frag_off, is_frag = hdr.nxt, 40, 0, False
+        while nxt in dpkt.ip6.ext_hdrs and nxt != 59:
+            cls = dpkt.ip6.ext_hdrs_cls[nxt]
+            try:
+                ext = cls(raw[pos:])
+            except (dpkt.NeedData, dpkt.UnpackError, struct.error):
+                break
+            if nxt == 44:
+                is_frag = True
+                frag_off = ext.frag_off
+            pos += ext.length
+            nxt = ext.nxt
+        f.ip_proto, f.ip_fragment = nxt, is_frag
+        total = hdr.plen + 40 if hdr.plen else len(raw) + wire_extra
+        payload = total - pos if total >= pos else None
+        transport = raw[pos:]
+        proto = nxt
+    if frag_off != 0:
+        f.l4_payload_len = payload
+        return f
+    if proto in (6, 17, 136, 132) and len(transport) >= 4:
+        f.src_port, f.dst_port = struct.unpack_from(">HH", transport)
+    if proto == 6:
+        if len(transport) >= 14:
+            tcp = dpkt.tcp.TCP.__new__(dpkt.tcp.TCP)
+            dpkt.Packet.unpack(tcp, transport[:20].ljust(20, b"\0"))
+            f.tcp_flags = ((transport[12] & 1) << 8) | tcp.flags
+            thl = (transport[12] >> 4) * 4
+            f.l4_payload_len = payload - thl if payload is not None and payload >= thl else None
+    elif proto in TRANSPORT_HEADER:
+        need = TRANSPORT_HEADER[proto]
+        f.l4_payload_len = payload - need if payload is not None and payload >= need else None
+    else:
+        f.l4_payload_len = payload
+    return f
+
+
+def iter_rows(path: str | Path) -> Iterator[dict]:
+    """Every packet of a small capture as a dict with PACKET_SCHEMA names (for tests)."""
+    res = read_records(path)
+    for rec in res.records:
+        f = decode(rec.link_type, rec.data, rec.frame_len)
+        yield {
+            "ts_ns": rec.ts_ns,
+            "frame_len": rec.frame_len,
+            "cap_len": rec.cap_len,
+            "interface": rec.interface,
+            "link_type": rec.link_type,
+            **f.__dict__,
+        }

@@ -1,0 +1,132 @@
+"""Bytes of a capture file, plain or compressed, detected by magic bytes.
+
+Why two paths: a plain file is memory-mapped (the OS page cache is the buffer, nothing is
+copied), while gzip/xz/zstd are decompressed chunk by chunk into a bounded window so a
+10 GB compressed capture never sits in memory whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import lzma
+import mmap
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import zstandard
+
+from tracecore.errors import CaptureError, NotACaptureError
+
+MAGIC_GZIP = b"\x1f\x8b"
+MAGIC_XZ = b"\xfd7zXZ\x00"
+MAGIC_ZSTD = b"\x28\xb5\x2f\xfd"
+CHUNK = 8 << 20  # decompressed bytes per refill; > the largest record we accept
+
+
+def compression_of(path: str | Path) -> str | None:
+    """'gzip', 'xz', 'zstd' or None, from the first bytes (the file name is not trusted)."""
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if head.startswith(MAGIC_GZIP):
+        return "gzip"
+    if head.startswith(MAGIC_XZ):
+        return "xz"
+    if head.startswith(MAGIC_ZSTD):
+        return "zstd"
+    return None
+
+
+def open_decompressed(path: str | Path, kind: str) -> BinaryIO:
+    """A streaming reader of the decompressed bytes."""
+    if kind == "gzip":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if kind == "xz":
+        return lzma.open(path, "rb")  # type: ignore[return-value]
+    raw = open(path, "rb")  # noqa: SIM115 - closed with the stream reader
+    return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value]
+
+
+DECOMPRESS_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, zstandard.ZstdError)
+
+
+class Window:
+    """A sliding window of the (decompressed) file: `buf[0]` is byte `base` of the capture.
+
+    `advance(pos)` drops `buf[:pos]` and appends the next chunk. For a plain file the window is
+    the whole memory map and `eof` is true from the start. A decompression error after some
+    data is kept as `error` (reported like a truncated file: what came before is good).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = path
+        self.base = 0
+        self.error: str | None = None
+        self.kind = compression_of(path)
+        self._stream: BinaryIO | None = None
+        self._mmap: mmap.mmap | None = None
+        if self.kind is None:
+            size = Path(path).stat().st_size
+            if size == 0:
+                raise NotACaptureError(path, "empty file: not a pcap or pcapng capture", 0)
+            with open(path, "rb") as f:
+                self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self.buf = np.frombuffer(self._mmap, dtype=np.uint8)
+            self.eof = True
+        else:
+            self._stream = open_decompressed(path, self.kind)
+            self.buf = np.empty(0, dtype=np.uint8)
+            self.eof = False
+            self.advance(0)
+            if self.eof and len(self.buf) == 0:
+                if self.error:
+                    raise CaptureError(path, f"{self.kind} stream unreadable: {self.error}", 0)
+                raise NotACaptureError(path, f"empty {self.kind} stream: not a pcap or pcapng capture", 0)
+
+    def advance(self, pos: int) -> bool:
+        """Drop the first `pos` bytes and read more; False when nothing more can come."""
+        if self.eof or self._stream is None:
+            return False
+        try:
+            chunk = self._stream.read(CHUNK)
+        except DECOMPRESS_ERRORS as exc:
+            self.error = str(exc) or type(exc).__name__
+            chunk = b""
+        tail = self.buf[pos:]
+        if not chunk:
+            self.eof = True
+            self.buf = tail.copy()
+            self.base += pos
+            return False
+        new = np.empty(len(tail) + len(chunk), dtype=np.uint8)
+        new[: len(tail)] = tail
+        new[len(tail) :] = np.frombuffer(chunk, dtype=np.uint8)
+        self.buf = new
+        self.base += pos
+        return True
+
+    def close(self) -> None:
+        self.buf = np.empty(0, dtype=np.uint8)
+        if self._stream is not None:
+            self._stream.close()
+        if self._mmap is not None:
+            # A caller may still hold a view; then the map closes when that is collected.
+            with contextlib.suppress(BufferError):
+                self._mmap.close()
+
+
+def decompress_all(path: str | Path) -> bytes:
+    """The whole decompressed file (small files only: tests and the oracle)."""
+    kind = compression_of(path)
+    if kind is None:
+        return Path(path).read_bytes()
+    out = bytearray()
+    with open_decompressed(path, kind) as f:
+        try:
+            while chunk := f.read(CHUNK):
+                out += chunk
+        except DECOMPRESS_ERRORS:
+            pass
+    return bytes(out)
