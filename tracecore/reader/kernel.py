@@ -133,11 +133,11 @@ def reset_table(tab, u_key, u_kind, st):
 
 
 @njit(cache=True)
-def _net_type(buf, p, end, link):
-    """(ethertype-like protocol, offset of the network header); -1 = no IP, -2 = unknown link."""
-    cap = end - p
-    if link == 1:
-        if cap < 14:
+def _ethernet(buf, p, end):
+    """Ethernet II / 802.3+SNAP with any 802.1Q/802.1ad tags, PPPoE and MPLS (incl. an
+    Ethernet pseudowire with control word, decoded once more as Ethernet)."""
+    for _depth in range(2):
+        if end - p < 14:
             return -1, p
         et = _u16be(buf, p + 12)
         q = p + 14
@@ -154,19 +154,33 @@ def _net_type(buf, p, end, link):
             if q + 8 > end:
                 return -1, p
             ppp = _u16be(buf, q + 6)
-            q += 8
-            et = 0x0800 if ppp == 0x21 else (0x86DD if ppp == 0x57 else -1)
-        elif et == 0x8847 or et == 0x8848:  # MPLS: pop labels to bottom of stack
-            while q + 4 <= end:
-                bos = buf[q + 2] & 1
-                q += 4
-                if bos:
-                    break
-            if q >= end:
-                return -1, p
-            nib = buf[q] >> 4
-            et = 0x0800 if nib == 4 else (0x86DD if nib == 6 else -1)
-        return et, q
+            return (0x0800 if ppp == 0x21 else (0x86DD if ppp == 0x57 else -1)), q + 8
+        if et != 0x8847 and et != 0x8848:
+            return et, q
+        while q + 4 <= end:  # MPLS: pop labels to the bottom of the stack
+            bos = buf[q + 2] & 1
+            q += 4
+            if bos:
+                break
+        if q >= end:
+            return -1, p
+        nib = buf[q] >> 4
+        if nib == 4:
+            return 0x0800, q
+        if nib == 6:
+            return 0x86DD, q
+        if nib != 0:
+            return -1, p
+        p = q + 4  # pseudowire control word, then an Ethernet frame
+    return -1, p
+
+
+@njit(cache=True)
+def _net_type(buf, p, end, link):
+    """(ethertype-like protocol, offset of the network header); -1 = no IP, -2 = unknown link."""
+    cap = end - p
+    if link == 1:
+        return _ethernet(buf, p, end)
     if link == 113:
         if cap < 16:
             return -1, p
@@ -231,6 +245,8 @@ def decode(buf, p, cap, orig, link, n, c8, c16, c32, cidx, tab, u_key, u_kind, s
     et, q = _net_type(buf, p, end, link)
     if et == -2:
         return False
+    if et == 0x0800 and q < end and (buf[q] >> 4) == 6:
+        et = 0x86DD  # IPv4 ethertype but an IPv6 header: decode what is there, as tshark does
     if et == 0x0800:
         if q + 20 > end or (buf[q] >> 4) != 4:
             return True

@@ -21,6 +21,7 @@ from tracecore.reader.source import decompress_all
 
 AF_INET6_VALUES = (10, 24, 28, 30)
 ETH_VLAN = (0x8100, 0x88A8, 0x9100)
+IP6_WALKED = (0, 43, 44, 51, 60)  # hop-by-hop, routing, fragment, AH, destination options
 TRANSPORT_HEADER = {6: 20, 17: 8, 136: 8, 132: 12}
 
 
@@ -166,26 +167,50 @@ class Fields:
     ip_fragment: bool | None = None
 
 
+def _ethernet(buf: bytes, depth: int = 0) -> tuple[int, bytes] | None:
+    """Ethernet by hand (dpkt re-serialises PPPoE/PPP and drops 802.1Q frames with PCP bits)."""
+    if len(buf) < 14:
+        return None
+    (etype,) = struct.unpack_from(">H", buf, 12)
+    rest = buf[14:]
+    while etype in ETH_VLAN and len(rest) >= 4:
+        (etype,) = struct.unpack_from(">H", rest, 2)
+        rest = rest[4:]
+    if etype < 0x600:
+        if rest[:3] != b"\xaa\xaa\x03" or len(rest) < 8:
+            return None
+        (etype,) = struct.unpack_from(">H", rest, 6)
+        rest = rest[8:]
+    if etype == 0x8864:
+        if len(rest) < 8:
+            return None
+        proto = struct.unpack_from(">H", rest, 6)[0]
+        etype = {0x21: 0x0800, 0x57: 0x86DD}.get(proto, -1)
+        rest = rest[8:]
+    elif etype in (0x8847, 0x8848):
+        while len(rest) >= 4:  # the label stack, each entry decoded by dpkt
+            label = dpkt.ethernet.MPLSlabel(rest[:4])
+            rest = rest[4:]
+            if label.s:
+                break
+        nibble = rest[0] >> 4 if rest else -1
+        if nibble == 0 and depth == 0:
+            return _ethernet(rest[4:], 1)
+        etype = {4: 0x0800, 6: 0x86DD}.get(nibble, -1)
+    if etype == 0x0800:
+        return 4, rest
+    if etype == 0x86DD:
+        return 6, rest
+    return None
+
+
 def _network_start(link: int, buf: bytes) -> tuple[int, bytes] | None:
     """(ip version, bytes from the IP header on), or None when the frame carries no IP."""
     etype: int | None = None
     rest = b""
     if link == 1:
-        try:
-            eth = dpkt.ethernet.Ethernet(buf)
-        except (dpkt.UnpackError, struct.error):
-            return None
-        etype = eth.type
-        rest = bytes(eth.data) if not isinstance(eth.data, bytes) else eth.data
-        if isinstance(eth.data, dpkt.Packet):
-            rest = bytes(eth.data)
-        if etype == 0x8864 and len(rest) >= 8:  # PPPoE session + PPP protocol
-            proto = struct.unpack_from(">H", rest, 6)[0]
-            etype = {0x21: 0x0800, 0x57: 0x86DD}.get(proto)
-            rest = rest[8:]
-        if getattr(eth, "mpls_labels", None):
-            etype = {4: 0x0800, 6: 0x86DD}.get(rest[0] >> 4 if rest else 0)
-    elif link == 113 and len(buf) >= 16:
+        return _ethernet(buf)
+    if link == 113 and len(buf) >= 16:
         etype, rest = struct.unpack_from(">H", buf, 14)[0], buf[16:]
     elif link == 276 and len(buf) >= 20:
         etype, rest = struct.unpack_from(">H", buf, 0)[0], buf[20:]
@@ -216,6 +241,8 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
     if start is None:
         return Fields()
     version, raw = start
+    if version == 4 and raw and raw[0] >> 4 == 6:
+        version = 6  # IPv4 ethertype carrying an IPv6 header: tshark decodes it as IPv6
     wire_extra = frame_len - len(buf)  # bytes cut by snaplen
     if version == 4:
         if len(raw) < 20 or raw[0] >> 4 != 4:
@@ -223,12 +250,15 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
         ip = dpkt.ip.IP.__new__(dpkt.ip.IP)
         dpkt.Packet.unpack(ip, raw)
         hl = (ip._v_hl & 0xF) * 4
+        if hl < 20:
+            return Fields()
         f = Fields(
             4, socket.inet_ntop(socket.AF_INET, ip.src), socket.inet_ntop(socket.AF_INET, ip.dst), ip.p
         )
         frag_off = ip._flags_offset & 0x1FFF
         f.ip_fragment = bool(ip._flags_offset & 0x2000) or frag_off != 0
-        total = ip.len if ip.len else len(raw) + wire_extra
+        (total,) = struct.unpack_from(">H", raw, 2)
+        total = total or len(raw) + wire_extra
         payload = total - hl if total >= hl else None
         transport = raw[hl:]
         proto = ip.p
@@ -240,8 +270,8 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
         f = Fields(6, socket.inet_ntop(socket.AF_INET6, hdr.src), socket.inet_ntop(socket.AF_INET6, hdr.dst))
         # Walk the extension headers with dpkt's own header classes.
         nxt, pos, frag_off, is_frag = hdr.nxt, 40, 0, False
-        while nxt in dpkt.ip6.ext_hdrs and nxt != 59:
-            cls = dpkt.ip6.ext_hdrs_cls[nxt]
+        while nxt in IP6_WALKED:
+            cls = dpkt.ip6.EXT_HDRS_CLS[nxt]
             try:
                 ext = cls(raw[pos:])
             except (dpkt.NeedData, dpkt.UnpackError, struct.error):
@@ -251,6 +281,8 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
                 frag_off = ext.frag_off
             pos += ext.length
             nxt = ext.nxt
+            if frag_off:
+                break  # what follows a non-first fragment header is data, not headers
         f.ip_proto, f.ip_fragment = nxt, is_frag
         total = hdr.plen + 40 if hdr.plen else len(raw) + wire_extra
         payload = total - pos if total >= pos else None
