@@ -1,0 +1,71 @@
+"""Helpers shared by the log parsers: reading text, exact time conversion, bad-line bookkeeping.
+
+Not a parser itself (registers nothing). Every parser counts the lines it cannot read and keeps a few
+for the report, because a log silently shortened by a parser would bias every model fitted on it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+from tracecore.errors import LogParseError
+
+MAX_EXAMPLES = 5
+NS_PER_S = Decimal(1_000_000_000)
+
+# kungfu-run tags child output `[<peer>::stdout] `; mpirun --tag-output tags `[<job>,<rank>]<stdout>:`.
+KUNGFU_PREFIX = re.compile(r"^\[(?P<peer>[^\]\s]+?)::(?P<stream>stdout|stderr)\] ?")
+MPIRUN_PREFIX = re.compile(r"^\[(?P<job>\d+),(?P<peer>\d+)\]<(?P<stream>stdout|stderr)>: ?")
+
+
+def read_lines(path: Path) -> list[str]:
+    """The file's lines without line ends; undecodable bytes become U+FFFD rather than an exception."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8", errors="replace")
+    except OSError as err:
+        raise LogParseError(f"{path}: cannot read: {err.strerror or err}") from None
+    return text.splitlines()
+
+
+def seconds_to_ns(text: str) -> int:
+    """Unix seconds as printed (`1649128380`, `1649128380.123456`) → int ns, without float rounding."""
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        raise ValueError(f"not a number of seconds: {text!r}") from None
+    if not value.is_finite():
+        raise ValueError(f"not a finite time: {text!r}")
+    return int((value * NS_PER_S).to_integral_value())
+
+
+def strip_tag(line: str) -> tuple[str | None, str | None, str]:
+    """Split a launcher tag off a line: (peer, stream, message); (None, None, line) when untagged."""
+    for pattern in (KUNGFU_PREFIX, MPIRUN_PREFIX):
+        match = pattern.match(line)
+        if match:
+            return match["peer"], match["stream"], line[match.end() :]
+    return None, None, line
+
+
+@dataclass
+class BadLines:
+    """Count of unparseable lines and the first few, as `line N: text`."""
+
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, line_no: int, text: str, why: str = "") -> None:
+        self.count += 1
+        if len(self.examples) < MAX_EXAMPLES:
+            reason = f" ({why})" if why else ""
+            self.examples.append(f"line {line_no}: {text[:160]}{reason}")
+
+
+def require_rows(path: Path, rows: int, bad: BadLines, kind: str) -> None:
+    """A file with no parseable row at all is an error, not an empty table."""
+    if rows == 0:
+        first = f"; first: {bad.examples[0]}" if bad.examples else ""
+        raise LogParseError(f"{path}: no {kind} line could be parsed ({bad.count} unparseable){first}")

@@ -1,0 +1,92 @@
+"""Optimus-style loss curves (`step,loss` CSV, seed 003's `optimus_<depth>_<gpu>.csv`) → table `loss_curve`.
+
+The header must name `loss` and `step` or `epoch` as whole fields (a pandas index column in front is
+fine). That keeps this parser off the DML `train_history.log` (`Type,ID,Timestamp,Loss,Accuracy`) and
+off wandb exports (`_step`, `train_loss_step`). Columns: `line, step, epoch, loss`, plus `ts_ns` when the
+file has a `timestamp` column (Unix seconds → UTC ns). Other columns are not read. A row whose loss or
+step/epoch is not a number, or with the wrong field count, is a bad line.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from tracecore.logs import PARSERS, LogParser, ParsedLog
+from tracecore.logs._common import BadLines, read_lines, require_rows, seconds_to_ns
+
+TABLE = "loss_curve"
+AXES = ("step", "epoch")
+
+
+def _fields(line: str) -> list[str]:
+    try:
+        return [f.strip().lower() for f in next(csv.reader([line]))]
+    except (csv.Error, StopIteration):
+        return []
+
+
+def _integer(text: str) -> int:
+    value = float(text)
+    if not value.is_integer():
+        raise ValueError(f"step {text!r} is not a whole number")
+    return int(value)
+
+
+def detect(head: str) -> bool:
+    """First non-blank line is a CSV header with a `loss` field and a `step` or `epoch` field."""
+    first = next((line for line in head.splitlines() if line.strip()), "")
+    fields = _fields(first)
+    if "type" in fields or any(f.startswith("_") or " - " in f for f in fields):
+        return False
+    return "loss" in fields and any(a in fields for a in AXES)
+
+
+def parse(path: Path) -> ParsedLog:
+    import pyarrow as pa
+
+    lines = read_lines(path)
+    bad = BadLines()
+    start = next((i for i, line in enumerate(lines) if line.strip()), None)
+    fields = _fields(lines[start]) if start is not None else []
+    index = {name: i for i, name in enumerate(fields)}
+    cols: dict[str, list] = {"line": [], "step": [], "epoch": [], "loss": [], "ts_ns": []}
+    for offset, line in enumerate(lines[start + 1 :] if start is not None else []):
+        line_no = start + offset + 2
+        if not line.strip():
+            continue
+        try:
+            record = next(csv.reader([line]))
+        except csv.Error as err:
+            bad.add(line_no, line, str(err))
+            continue
+        if len(record) != len(fields):
+            bad.add(line_no, line, f"{len(record)} fields, header has {len(fields)}")
+            continue
+        try:
+            step = _integer(record[index["step"]]) if "step" in index else None
+            epoch = float(record[index["epoch"]]) if "epoch" in index else None
+            loss = float(record[index["loss"]])
+            ts_ns = seconds_to_ns(record[index["timestamp"]]) if "timestamp" in index else None
+        except ValueError as err:
+            bad.add(line_no, line, str(err))
+            continue
+        cols["line"].append(line_no)
+        cols["step"].append(step)
+        cols["epoch"].append(epoch)
+        cols["loss"].append(loss)
+        cols["ts_ns"].append(ts_ns)
+    require_rows(path, len(cols["line"]), bad, "loss curve")
+    schema = pa.schema(
+        [
+            ("line", pa.int64()),
+            ("step", pa.int64()),
+            ("epoch", pa.float64()),
+            ("loss", pa.float64()),
+            ("ts_ns", pa.int64()),
+        ]
+    )
+    return ParsedLog(table=pa.table(cols, schema=schema), bad_lines=bad.count, first_bad=bad.examples)
+
+
+PARSERS.append(LogParser(table=TABLE, detect=detect, parse=parse))
