@@ -1,0 +1,88 @@
+-- Bytes per training step, per run and per rank (the input of the paper's Sec. VI model).
+--
+-- Semantics: the notebook resampled bytes_per_sec into bins of the mean step duration over the
+-- whole capture (idle head and tail included, after a +7200 s clock shift) and took the mean bin,
+-- in MB. Fixed here: the bytes are those of the packets between the first and the last logged
+-- training step, window (first, last], which holds Batch rows − 1 whole steps, divided by that
+-- number of steps; no resampling, no idle time, integer UTC ns.
+-- For a synchronous all-reduce each rank sends 2(N−1)/N × the gradient bytes per step (every
+-- S-SGD strategy moves 2(N−1)·M in total); `expected_rank_bytes` is that figure when the run's
+-- gradient size is known (`run_meta.grad_bytes`), and `payload_ratio` compares it with the
+-- transport payload each rank actually sent. Frame bytes add L2–L4 headers and ACKs on top.
+--
+-- Parameters:
+--   runs   list of run names; NULL = every run with ≥ 2 logged steps
+-- Columns:
+--   run, n_workers
+--   steps                 whole steps in the window (Batch rows − 1)
+--   step_s                mean step duration, seconds
+--   bytes                 frame bytes of all packets in the window, bytes
+--   payload_bytes         transport payload bytes of all packets in the window, bytes
+--   mb_per_step           bytes / steps / 1e6, MB (all workers together: the paper's "data")
+--   payload_mb_per_step   payload_bytes / steps / 1e6, MB
+--   rank_bytes_per_step   mean over workers of the frame bytes each sent per step, bytes
+--   rank_payload_per_step mean over workers of the payload bytes each sent per step, bytes
+--   rank_payload_min, rank_payload_max   spread of the per-worker payload bytes per step, bytes
+--   header_overhead       (frame − payload) / payload bytes sent by the workers
+--   grad_bytes            gradient bytes per step from run metadata; NULL if unknown
+--   expected_rank_bytes   2(N−1)/N · grad_bytes, bytes; NULL if grad_bytes unknown
+--   payload_ratio         rank_payload_per_step / expected_rank_bytes
+CREATE OR REPLACE MACRO data_per_step(runs := NULL) AS TABLE
+WITH
+lw AS (
+    SELECT run, min(ts_ns) AS t_first, max(ts_ns) AS t_last, count(*) - 1 AS steps
+    FROM train_log
+    WHERE type = 'Batch' AND (runs IS NULL OR list_contains(runs, run))
+    GROUP BY run
+    HAVING count(*) >= 2
+),
+sent AS (
+    SELECT p.run, p.src_ip, sum(p.frame_len)::BIGINT AS bytes, coalesce(sum(p.l4_payload_len), 0)::BIGINT AS payload
+    FROM packets AS p
+    JOIN lw ON lw.run = p.run
+    WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.ts_ns > lw.t_first AND p.ts_ns <= lw.t_last
+    GROUP BY p.run, p.src_ip
+),
+totals AS (
+    SELECT run, sum(bytes)::BIGINT AS bytes, sum(payload)::BIGINT AS payload_bytes FROM sent GROUP BY run
+),
+ranks AS (
+    SELECT w.run, w.worker, coalesce(s.bytes, 0) AS bytes, coalesce(s.payload, 0) AS payload
+    FROM workers AS w
+    LEFT JOIN sent AS s ON s.run = w.run AND s.src_ip = w.ip
+    WHERE w.run IN (SELECT run FROM lw)
+),
+per_rank AS (
+    SELECT run, count(*) AS n_workers, avg(bytes) AS rank_bytes, avg(payload) AS rank_payload,
+           min(payload) AS rank_payload_min, max(payload) AS rank_payload_max,
+           (sum(bytes) - sum(payload)) / nullif(sum(payload), 0) AS header_overhead
+    FROM ranks
+    GROUP BY run
+)
+SELECT
+    lw.run,
+    coalesce(m.n_workers, r.n_workers) AS n_workers,
+    lw.steps,
+    (lw.t_last - lw.t_first) / 1e9 / lw.steps AS step_s,
+    coalesce(t.bytes, 0)::BIGINT AS bytes,
+    coalesce(t.payload_bytes, 0)::BIGINT AS payload_bytes,
+    coalesce(t.bytes, 0) / lw.steps / 1e6 AS mb_per_step,
+    coalesce(t.payload_bytes, 0) / lw.steps / 1e6 AS payload_mb_per_step,
+    r.rank_bytes / lw.steps AS rank_bytes_per_step,
+    r.rank_payload / lw.steps AS rank_payload_per_step,
+    r.rank_payload_min / lw.steps AS rank_payload_min,
+    r.rank_payload_max / lw.steps AS rank_payload_max,
+    r.header_overhead,
+    m.grad_bytes::BIGINT AS grad_bytes,
+    2.0 * (coalesce(m.n_workers, r.n_workers) - 1) / coalesce(m.n_workers, r.n_workers) * m.grad_bytes
+        AS expected_rank_bytes,
+    (r.rank_payload / lw.steps)
+        / (2.0 * (coalesce(m.n_workers, r.n_workers) - 1) / coalesce(m.n_workers, r.n_workers) * m.grad_bytes)
+        AS payload_ratio
+FROM lw
+LEFT JOIN totals AS t ON t.run = lw.run
+LEFT JOIN per_rank AS r ON r.run = lw.run
+LEFT JOIN run_meta AS m ON m.run = lw.run
+ORDER BY lw.run;
+
+CREATE OR REPLACE VIEW data_per_step AS SELECT * FROM data_per_step();

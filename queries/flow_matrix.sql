@@ -1,0 +1,34 @@
+-- Bytes per directed (src, dst) address pair per run, with worker labels (Fig. 4).
+--
+-- Semantics: the notebook's joint_sent_received.json, groupby(ip.src, ip.dst) of frame.len over the
+-- whole capture (idle head and tail, ACKs and non-training traffic included); packets without an IP
+-- header (ARP, …) drop out as they did there. Each packet counts once (ingest keeps the sender's
+-- copy). For the mean over a set of runs (Fig. 4's heatmap) see `flow_matrix_mean`.
+--
+-- Parameters:
+--   runs     list of run names; NULL = every run
+--   from_ns  window start, ns after the run's first packet; NULL = run start
+--   to_ns    window end (exclusive), ns after the run's first packet; NULL = run end
+-- Columns:
+--   run
+--   src_worker, dst_worker   worker labels W1..Wn; NULL for an address that is not a worker of the run
+--   src_ip, dst_ip           addresses
+--   bytes                    sum of frame_len, bytes (L2 frames, headers included)
+--   packets                  packet count
+--   payload_bytes            sum of l4_payload_len, bytes (transport payload only)
+CREATE OR REPLACE MACRO flow_matrix(runs := NULL, from_ns := NULL, to_ns := NULL) AS TABLE
+WITH agg AS (
+    SELECT run, src_ip, dst_ip, sum(frame_len)::BIGINT AS bytes, count(*) AS packets,
+           coalesce(sum(l4_payload_len), 0)::BIGINT AS payload_bytes
+    FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)
+    WHERE src_ip IS NOT NULL AND dst_ip IS NOT NULL
+    GROUP BY run, src_ip, dst_ip
+)
+SELECT a.run, s.worker AS src_worker, d.worker AS dst_worker, a.src_ip, a.dst_ip, a.bytes, a.packets,
+       a.payload_bytes
+FROM agg AS a
+LEFT JOIN workers AS s ON s.run = a.run AND s.ip = a.src_ip
+LEFT JOIN workers AS d ON d.run = a.run AND d.ip = a.dst_ip
+ORDER BY a.run, src_worker NULLS LAST, dst_worker NULLS LAST, a.src_ip, a.dst_ip;
+
+CREATE OR REPLACE VIEW flow_matrix AS SELECT * FROM flow_matrix();
