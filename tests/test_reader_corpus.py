@@ -1,0 +1,241 @@
+"""The reader against tshark's reading of every real capture in ../shared/corpus.
+
+Every packet is compared: count, timestamp to the nanosecond, frame and captured length,
+interface; for decoded link types also addresses (outermost IP header), protocol and ports.
+Where tshark's answer differs on purpose or by bug, EXCEPTIONS names the file and packets,
+says why, and the test asserts what tracecore gives instead. Fields tshark does not print
+(tcp_flags, l4_payload_len, ip_fragment) are compared with the dpkt-based oracle.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tests.conftest import CORPUS
+from tracecore.errors import CaptureError, NotACaptureError
+from tracecore.reader import CaptureReader, oracle
+from tracecore.reader.formats import DECODED_LINK_TYPES
+from tracecore.schema import PACKET_SCHEMA
+
+
+def _manifest() -> list[str]:
+    path = CORPUS / "MANIFEST.csv"
+    if not path.is_file():
+        return ["<corpus missing>"]  # the corpus_dir fixture then fails the test loudly
+    with path.open(newline="") as f:
+        return [row["file"] for row in csv.DictReader(f)]
+
+
+FILES = _manifest()
+
+
+def _range(a: int, b: int) -> set[int]:
+    return set(range(a, b + 1))
+
+
+# Packets (1-based, as tshark numbers them) where tshark fills tcp/udp ports from the header
+# quoted inside an ICMP error (or from the IPv6 packet inside a 6in4 tunnel, ip proto 41).
+# tracecore reports ports of the outermost IP packet's own transport only: null for ICMP
+# and for proto 41.
+PORTS_FROM_INNER_HEADER: dict[str, set[int]] = {
+    "dpkt__nb6-http.pcap": {34},  # ICMP port unreachable quoting UDP/DNS
+    "pcapplusplus__IcmpPackets.pcap": {5, 6, 13},  # ICMP errors quoting UDP, UDP, TCP
+    "tcpreplay__test.pcap": {51, 152, 154, 160, 162, 173},  # ICMP errors quoting UDP/DNS
+    "zeek__icmp-destunreach-udp.pcap": {1},  # ICMP dest-unreachable quoting UDP/DNS
+    # IPv6-in-IPv4: tshark's ports are those of the inner IPv6 packet's TCP/UDP (packet 3:
+    # of the TCP header quoted inside an inner ICMPv6 error).
+    "ndpi__6in4tunnel.pcap": {3}
+    | _range(18, 55)
+    | _range(62, 65)
+    | _range(82, 85)
+    | _range(87, 90)
+    | _range(92, 121),
+}
+
+# tshark's ipv6.nxt is the first Next Header (0 hop-by-hop, 44 fragment); tracecore's
+# ip_proto is the transport after walking the extension headers: {packet: ip_proto}.
+IPV6_TRANSPORT_AFTER_EXT_HEADERS: dict[str, dict[int, int]] = {
+    "arkime__v6-http.pcap": {4: 58, 14: 58},  # hop-by-hop, then ICMPv6 (MLD)
+    "pcapplusplus__ip6_fragments.pcap": dict.fromkeys(range(1, 37), 17),  # fragment header, then UDP
+}
+
+# tshark bug: it computes usec * 1000 in 32 bits, so an out-of-range sub-second field wraps
+# (1418145370 s + 2147483648 µs prints as 1418145370.000000000; 68157443 µs as a negative
+# time). tracecore gives sec * 1e9 + usec * 1000 as the brief says: {packet: ts_ns}.
+TSHARK_SUBSECOND_OVERFLOW: dict[str, dict[int, int]] = {
+    "tcpdump__timestamp_invalid_micro.pcap": {3: 1418145370 * 10**9 + 2147483648 * 1000},
+    "tcpdump__cfm_sender_id-oobr_pre-18d7f66.pcap": {1: 1398322701 * 10**9 + 68157443 * 1000},
+}
+
+# Files with a corrupt header or record: (exception class, message part, byte offset, packets kept).
+ERRORS: dict[str, tuple[type[CaptureError], str, int, int]] = {
+    "libpcap__pcap-invalid-version-1.pcap": (CaptureError, "unsupported pcap version 1.4", 4, 0),
+    "libpcap__pcapng-invalid-vers-1.pcapng": (CaptureError, "unsupported pcapng version 0.1", 0, 0),
+    "libpcap__shb-option-too-long.pcapng": (CaptureError, "trailing length 808464432 differs from 52", 0, 0),
+    "tcpdump__cfm_sender_id-oobr_pre-18d7f66.pcap": (CaptureError, "captured length 392950", 74, 1),
+    "tcpdump__kday1_pre-eabcd87.pcap": (CaptureError, "captured length 138952731", 222, 1),
+}
+
+# Files cut short inside their last record: the byte offset of the incomplete record.
+TRUNCATED: dict[str, int] = {
+    "dpkt__truncated_dns_2.pcap": 240,
+    "tcpdump__aoe-oobr-1_pre-18d7f66.pcap": 74,
+    "tcpdump__kday2_pre-eabcd87.pcap": 897,
+}
+
+EXCEPTION_TABLES = (PORTS_FROM_INNER_HEADER, IPV6_TRANSPORT_AFTER_EXT_HEADERS, TSHARK_SUBSECOND_OVERFLOW)
+
+
+def read_all(path: Path, batch_rows: int = 7) -> tuple[list[dict], CaptureReader, CaptureError | None]:
+    """Rows read (small batches, to cross batch boundaries), the reader, and any error."""
+    reader = CaptureReader(path, batch_rows=batch_rows)
+    batches: list[pa.RecordBatch] = []
+    error = None
+    try:
+        for batch in reader.batches():
+            assert batch.schema == PACKET_SCHEMA
+            assert 0 < batch.num_rows <= batch_rows
+            batches.append(batch)
+    except CaptureError as exc:
+        error = exc
+    return pa.Table.from_batches(batches, schema=PACKET_SCHEMA).to_pylist(), reader, error
+
+
+def tshark_rows(corpus: Path, name: str) -> list[dict]:
+    with (corpus / "expected" / f"{name}.tsv").open(newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    # tshark 4.0 emits pcapng Custom Blocks as frames of their own (no interface, 'data').
+    return [r for r in rows if not (r["frame.interface_id"] == "" and r["frame.protocols"] == "data")]
+
+
+def tshark_ns(text: str) -> int:
+    """frame.time_epoch as ns; the fraction is tshark's unnormalised nanosecond field."""
+    sign = -1 if text.startswith("-") else 1
+    sec, frac = text.lstrip("-").split(".")
+    return sign * (int(sec) * 10**9 + int(frac))
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text else None
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_matches_tshark(corpus_dir: Path, name: str) -> None:
+    rows, reader, error = read_all(corpus_dir / name)
+    expected = tshark_rows(corpus_dir, name)
+    if name in ERRORS:
+        cls, text, offset, kept = ERRORS[name]
+        assert isinstance(error, cls), error
+        assert text in str(error)
+        assert name in str(error)
+        assert (error.offset, error.packets_read, len(rows)) == (offset, kept, kept)
+    else:
+        assert error is None, error
+    if name in TRUNCATED:
+        assert len(reader.warnings) == 1
+        assert f"byte offset {TRUNCATED[name]}" in reader.warnings[0]
+    # tshark rejects the files with a bad version outright; it reads the other corrupt ones
+    # up to the error, like tracecore.
+    expected_count = 0 if name.startswith("libpcap__") and name in ERRORS else len(expected)
+    assert len(rows) == expected_count
+    assert len(rows) == reader.stats.packets
+
+    previous_ts = 0
+    for number, (got, exp) in enumerate(zip(rows, expected, strict=False), start=1):
+        where = f"{name} packet {number}"
+        if exp["frame.time_epoch"]:
+            want_ts = TSHARK_SUBSECOND_OVERFLOW.get(name, {}).get(number, tshark_ns(exp["frame.time_epoch"]))
+        else:  # Simple Packet Block: no timestamp; tracecore carries the previous one
+            want_ts = previous_ts
+        assert got["ts_ns"] == want_ts, where
+        previous_ts = got["ts_ns"]
+        assert (got["frame_len"], got["cap_len"]) == (int(exp["frame.len"]), int(exp["frame.cap_len"])), where
+        assert got["interface"] == int(exp["frame.interface_id"] or 0), where
+        if got["link_type"] not in DECODED_LINK_TYPES:
+            assert (got["ip_version"], got["src_ip"], got["src_port"]) == (None, None, None), where
+            continue
+        src = exp["ip.src"] or exp["ipv6.src"] or None
+        dst = exp["ip.dst"] or exp["ipv6.dst"] or None
+        assert (got["src_ip"], got["dst_ip"]) == (src, dst), where
+        assert got["ip_version"] == (None if src is None else (4 if exp["ip.src"] else 6)), where
+        proto = _int(exp["ip.proto"] or exp["ipv6.nxt"])
+        proto = IPV6_TRANSPORT_AFTER_EXT_HEADERS.get(name, {}).get(number, proto)
+        assert got["ip_proto"] == proto, where
+        # tshark prints both tcp.* and udp.* (e.g. UDP outside, TCP inside an L2TP tunnel):
+        # the outermost transport is the one named by ip_proto.
+        layer = "udp" if got["ip_proto"] == 17 else "tcp"
+        other = "tcp" if layer == "udp" else "udp"
+        ports = (
+            _int(exp[f"{layer}.srcport"] or exp[f"{other}.srcport"]),
+            _int(exp[f"{layer}.dstport"] or exp[f"{other}.dstport"]),
+        )
+        if number in PORTS_FROM_INNER_HEADER.get(name, set()):
+            assert ports != (None, None), f"{where}: exception no longer needed"
+            ports = (None, None)
+        assert (got["src_port"], got["dst_port"]) == ports, where
+
+
+def test_exception_tables_name_real_files(corpus_dir: Path) -> None:
+    for table in (*EXCEPTION_TABLES, ERRORS, TRUNCATED):
+        for name in table:
+            assert (corpus_dir / name).is_file(), name
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_agrees_with_dpkt_oracle(corpus_dir: Path, name: str) -> None:
+    """Every column, including those tshark does not print, equals the dpkt-based oracle."""
+    path = corpus_dir / name
+    rows, _, error = read_all(path, batch_rows=1 << 20)
+    result = oracle.read_records(path)
+    assert (None if error is None else error.offset) == (
+        None if result.error is None else result.error.offset
+    )
+    assert len(reader_warnings := result.warnings) == (1 if name in TRUNCATED else 0), reader_warnings
+    assert rows == list(oracle.iter_rows(path))
+
+
+def test_fragments_and_flags_real_values(corpus_dir: Path) -> None:
+    rows, _, _ = read_all(corpus_dir / "zeek__fragmented-syn.pcap")
+    assert [r["ip_fragment"] for r in rows] == [True, True]
+    assert rows[0]["src_port"] is not None
+    assert rows[1]["src_port"] is None
+    rows, _, _ = read_all(corpus_dir / "dpkt__http.pcap")
+    assert [r["tcp_flags"] for r in rows[:3]] == [0x002, 0x012, 0x010]  # SYN, SYN+ACK, ACK
+    assert rows[3]["l4_payload_len"] == 479
+    assert rows[3]["frame_len"] == 533
+    assert rows[0]["ip_fragment"] is False
+
+
+def test_not_a_capture_and_empty(tmp_path: Path, corpus_dir: Path) -> None:
+    text = tmp_path / "notes.pcap"
+    text.write_text("hello, this is not a capture\n")
+    with pytest.raises(NotACaptureError, match=r"notes\.pcap: not a pcap or pcapng capture"):
+        list(CaptureReader(text).batches())
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(b"")
+    with pytest.raises(NotACaptureError, match=r"empty\.pcap: empty file"):
+        list(CaptureReader(empty).batches())
+    with pytest.raises(CaptureError, match="no such file"):
+        list(CaptureReader(tmp_path / "missing.pcap").batches())
+    short = tmp_path / "short.pcap"
+    short.write_bytes((corpus_dir / "dpkt__http.pcap").read_bytes()[:10])
+    with pytest.raises(CaptureError, match=r"short\.pcap: pcap file header cut short"):
+        list(CaptureReader(short).batches())
+
+
+def test_stats_and_warnings(corpus_dir: Path) -> None:
+    _, reader, _ = read_all(corpus_dir / "libpcap__wpa-Induction.pcap")
+    assert reader.stats.unsupported_link_frames == 10
+    assert reader.stats.link_types == {127}
+    assert any("link type(s) 127" in w for w in reader.warnings)
+    _, reader, _ = read_all(corpus_dir / "pcapngtestgen__le-difficult-test201.pcapng")
+    assert (reader.stats.sections, reader.stats.interfaces, reader.stats.simple_packet_blocks) == (3, 5, 1)
+    assert reader.stats.formats == {"pcapng-le"}
+    _, reader, _ = read_all(corpus_dir / "ndpi__nfsv3.pcap")
+    assert reader.stats.formats == {"pcap-be-us"}
+    assert reader.stats.packets == 128
+    assert reader.stats.bytes == sum(r["cap_len"] for r in read_all(corpus_dir / "ndpi__nfsv3.pcap")[0])
