@@ -7,5 +7,7 @@ connection with every view, used by the query/sql/figure/report commands.
 from __future__ import annotations
 
 from tracecore.ingest.catalog import default_data_dir, open_catalog
+from tracecore.ingest.pipeline import ingest
+from tracecore.ingest.summary import CaptureOutcome, IngestSummary
 
-__all__ = ["default_data_dir", "open_catalog"]
+__all__ = ["CaptureOutcome", "IngestSummary", "default_data_dir", "ingest", "open_catalog"]

@@ -1,0 +1,117 @@
+"""`tracecore ingest PATHS…`: capture folders → the dataset (Parquet + DuckDB catalog).
+
+Thin: parse options, call `tracecore.ingest.ingest`, print the summary (a table, or `--json`). Heavy
+imports happen inside the command so `tracecore --help` stays instant. Exit code 0 when everything was
+read, 3 when some capture/log/input was bad (the rest is ingested and committed anyway).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from cli.common import boundary, default_data_dir
+
+if TYPE_CHECKING:
+    from tracecore.ingest import IngestSummary
+
+BAD_INPUT_EXIT = 3
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ingest")(ingest)
+
+
+@boundary
+def ingest(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Capture files, run folders, or folders of run folders.", show_default=False),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Dataset directory [default: $TRACECORE_DATA or ./tracecore-data]."),
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Parallel captures [default: cores].")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Re-ingest captures even when unchanged.")] = False,
+    wait: Annotated[
+        float, typer.Option("--wait", min=0, help="Seconds to wait for another ingest into the same --out.")
+    ] = 0.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Ingest captures (one folder per run, one capture per worker) into partitioned Parquet + DuckDB."""
+    import sys
+
+    from tracecore.ingest import ingest as run_ingest
+
+    summary = run_ingest(
+        paths,
+        out if out is not None else default_data_dir(),
+        jobs=jobs,
+        force=force,
+        progress=not quiet and not as_json and sys.stderr.isatty(),
+        wait_s=wait,
+    )
+    if as_json:
+        typer.echo(json.dumps(summary.to_json(), indent=2))
+    else:
+        _print_table(summary)
+    if summary.failed:
+        raise typer.Exit(BAD_INPUT_EXIT)
+
+
+def _print_table(summary: IngestSummary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(stderr=True)
+    table = Table(title=f"ingest → {summary.out}", title_justify="left")
+    for col, justify in (
+        ("run", "left"),
+        ("worker", "left"),
+        ("file", "left"),
+        ("status", "left"),
+        ("packets", "right"),
+        ("MB", "right"),
+        ("s", "right"),
+    ):
+        table.add_column(col, justify=justify)
+    style = {
+        "ingested": "green",
+        "unchanged": "dim",
+        "partial": "yellow",
+        "failed": "red",
+        "removed": "magenta",
+    }
+    for c in sorted(summary.captures, key=lambda c: (c.run, c.worker or "", c.file)):
+        table.add_row(
+            c.run,
+            c.worker or "-",
+            c.file,
+            f"[{style.get(c.status, '')}]{c.status}",
+            f"{c.packets:,}",
+            f"{c.input_bytes / 1e6:,.1f}",
+            f"{c.seconds:.2f}",
+        )
+    console.print(table)
+    for c in summary.captures:
+        if c.message:
+            console.print(f"[red]{c.status}[/]: {c.message}", highlight=False)
+    for path, reason in summary.problems:
+        console.print(f"[red]problem[/]: {path}: {reason}", highlight=False)
+    for warning in summary.warnings:
+        console.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    pps, bps = summary.rate()
+    console.print(
+        f"{len(summary.runs)} run(s), {summary.packets:,} packets read in {summary.seconds:.2f} s "
+        f"({pps / 1e6:.2f} Mpkt/s, {bps / 1e9:.2f} GB/s)",
+        highlight=False,
+    )

@@ -1,0 +1,188 @@
+"""What to ingest: input paths → runs → workers → capture files (and text logs).
+
+Why by content as well as by name: the paper's captures are `worker-<i>-tcpdump.pcap`, testbeds write
+`w<i>.pcap`, tcpdump rotation writes `x.pcap0`, `x.pcap1`…, and archives add `.gz`/`.zst`/`.xz`; any
+file whose first bytes are a pcap/pcapng magic (or a compressed stream whose name says capture) is one.
+Rotated and compressed parts of one capture share a worker key: the name without those suffixes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracecore.ingest.runname import RunMeta, apply_run_toml, parse_run_name
+
+CAPTURE_MAGICS = (
+    b"\xd4\xc3\xb2\xa1",
+    b"\xa1\xb2\xc3\xd4",
+    b"\x4d\x3c\xb2\xa1",
+    b"\xa1\xb2\x3c\x4d",
+    b"\x0a\x0d\x0d\x0a",
+)
+COMPRESSED_MAGICS = (b"\x1f\x8b", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")
+_COMPRESSION_EXT = re.compile(r"\.(gz|xz|zst|zstd)$", re.IGNORECASE)
+_CAPTURE_EXT = re.compile(r"\.(pcapng|pcap|cap|dmp)(\d*)$", re.IGNORECASE)
+RUN_TOML = "run.toml"
+
+
+@dataclass
+class CaptureFile:
+    path: Path
+    file: str  # name relative to the run folder (identity within the run)
+    key: str  # worker key: rotated/compressed parts of one capture share it
+    part: int  # rotation index (0 for the unrotated file)
+
+
+@dataclass
+class RunSource:
+    """One run folder (or a lone capture file) as found on disk."""
+
+    name: str
+    path: Path
+    meta: RunMeta
+    captures: list[CaptureFile] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
+    complete: bool = True  # the whole folder was scanned: captures missing now were deleted
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Discovery:
+    runs: list[RunSource] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): unreadable inputs
+
+
+def worker_key(name: str) -> tuple[str, int]:
+    """`worker-0-tcpdump.pcap3.gz` → (`worker-0-tcpdump`, 3); `w1.pcap` → (`w1`, 0)."""
+    base = _COMPRESSION_EXT.sub("", name)
+    m = _CAPTURE_EXT.search(base)
+    if m:
+        return base[: m.start()], int(m.group(2) or 0)
+    return base, 0
+
+
+def sniff(path: Path) -> str:
+    """'capture', 'compressed', 'text' or 'other', from the first bytes."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(512)
+    except OSError:
+        return "unreadable"
+    if head[:4] in CAPTURE_MAGICS:
+        return "capture"
+    if any(head.startswith(m) for m in COMPRESSED_MAGICS):
+        return "compressed"
+    if head and b"\x00" not in head:
+        return "text"
+    return "other"
+
+
+def _is_capture(path: Path, kind: str) -> bool:
+    if kind == "capture":
+        return True
+    # A compressed file is a capture when its name says so (x.pcap.gz, x.pcapng.zst, x.pcap3.xz).
+    return kind == "compressed" and bool(_CAPTURE_EXT.search(_COMPRESSION_EXT.sub("", path.name)))
+
+
+def _scan_folder(folder: Path, problems: list[tuple[str, str]]) -> tuple[list[CaptureFile], list[Path]]:
+    captures: list[CaptureFile] = []
+    logs: list[Path] = []
+    try:
+        entries = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    except OSError as err:
+        problems.append((str(folder), f"cannot list the folder: {err.strerror}"))
+        return captures, logs
+    for p in entries:
+        kind = sniff(p)
+        if kind == "unreadable":
+            if _CAPTURE_EXT.search(_COMPRESSION_EXT.sub("", p.name)):
+                problems.append((str(p), "cannot open the file (permission denied or I/O error)"))
+            continue
+        if _is_capture(p, kind):
+            key, part = worker_key(p.name)
+            captures.append(CaptureFile(p, p.name, key, part))
+        elif kind == "text" and p.name != RUN_TOML:
+            logs.append(p)
+        elif _CAPTURE_EXT.search(p.name):
+            problems.append((str(p), "named like a capture but not pcap/pcapng (unknown magic bytes)"))
+    captures.sort(key=lambda c: (c.key, c.part, c.file))
+    return captures, logs
+
+
+def _make_run(
+    folder: Path, name: str, captures: list[CaptureFile], logs: list[Path], complete: bool
+) -> RunSource:
+    meta = parse_run_name(name)
+    warnings: list[str] = []
+    toml = folder / RUN_TOML
+    if toml.is_file():
+        warnings += apply_run_toml(meta, toml)
+    if not meta.name_parsed and not any(getattr(meta, f) is not None for f in ("framework", "model")):
+        warnings.append(
+            f"{folder}: run name {name!r} is not framework-model-optimizer-batchsize-backend-loss-topology;"
+            " ingested with empty metadata"
+        )
+    run = meta.name or name
+    return RunSource(run, folder.resolve(), meta, captures, logs, complete, warnings)
+
+
+def discover(paths: list[Path]) -> Discovery:
+    """Runs under the given paths: a capture file, a run folder, or a folder of run folders."""
+    found = Discovery()
+    for path in paths:
+        if not path.exists():
+            found.problems.append((str(path), "no such file or directory"))
+        elif path.is_file():
+            kind = sniff(path)
+            if not _is_capture(path, kind) and kind != "compressed":
+                reason = "cannot open the file" if kind == "unreadable" else "not a pcap or pcapng capture"
+                found.problems.append((str(path), reason))
+                continue
+            parent = path.resolve().parent
+            key, part = worker_key(path.name)
+            in_run = parse_run_name(parent.name).name_parsed or (parent / RUN_TOML).is_file()
+            name = parent.name if in_run else key
+            found.runs.append(_make_run(parent, name, [CaptureFile(path, path.name, key, part)], [], False))
+        else:
+            captures, logs = _scan_folder(path, found.problems)
+            if captures:
+                found.runs.append(_make_run(path, path.resolve().name, captures, logs, True))
+                continue
+            try:
+                subdirs = sorted(
+                    p for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+                )
+            except OSError as err:
+                found.problems.append((str(path), f"cannot list the folder: {err.strerror}"))
+                continue
+            before = len(found.runs)
+            for sub in subdirs:
+                captures, logs = _scan_folder(sub, found.problems)
+                if captures:
+                    found.runs.append(_make_run(sub, sub.name, captures, logs, True))
+            if len(found.runs) == before:
+                found.problems.append((str(path), "no capture files in it or in its subfolders"))
+    return _merge_duplicates(found)
+
+
+def _merge_duplicates(found: Discovery) -> Discovery:
+    """Two inputs naming the same run folder become one; two folders with one name are an error."""
+    by_name: dict[str, RunSource] = {}
+    runs: list[RunSource] = []
+    for run in found.runs:
+        seen = by_name.get(run.name)
+        if seen is None:
+            by_name[run.name] = run
+            runs.append(run)
+        elif seen.path == run.path:
+            known = {c.file for c in seen.captures}
+            seen.captures += [c for c in run.captures if c.file not in known]
+            seen.complete = seen.complete or run.complete
+        else:
+            found.problems.append(
+                (str(run.path), f"run name {run.name!r} is already used by {seen.path}; skipped")
+            )
+    found.runs = runs
+    return found

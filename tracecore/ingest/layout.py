@@ -1,0 +1,84 @@
+"""Where files live under OUT, and the file moves around a commit.
+
+Why this order is crash-safe: new part files are written under `OUT/.staging/` and renamed into
+`packets/` (same filesystem, atomic) before the catalog commit; a worker relabelled by the commit gets a
+hard link at its new path. Files the old catalog used are deleted only after the commit. So at any
+instant the committed catalog names only complete files. What a crash leaves behind (staging folders,
+temporary catalogs, part files no catalog names) is swept by `recover` at the start of the next ingest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import quote
+
+from tracecore.ingest.catalog import CATALOG_NAME, PACKETS_DIR, TABLES_DIR
+
+STAGING = ".staging"
+
+
+def partition(run: str, worker: str) -> str:
+    """Relative hive folder of one worker; DuckDB and Polars both decode the %-escapes."""
+    return f"{PACKETS_DIR}/run={quote(run, safe='-_.+,@~')}/worker={quote(worker, safe='-_.+,@~')}"
+
+
+def recover(out: Path, referenced: set[str]) -> int:
+    """Sweep what an interrupted ingest left; returns how many stray part files were removed."""
+    shutil.rmtree(out / STAGING, ignore_errors=True)
+    for tmp in out.glob(f".{CATALOG_NAME}.tmp-*"):
+        tmp.unlink(missing_ok=True)
+    for tmp in (out / TABLES_DIR).glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+    removed = 0
+    packets = out / PACKETS_DIR
+    if packets.is_dir():
+        for path in packets.rglob("*.parquet"):
+            if path.relative_to(out).as_posix() not in referenced:
+                path.unlink(missing_ok=True)
+                removed += 1
+        prune_empty(packets)
+    return removed
+
+
+def prune_empty(folder: Path) -> None:
+    """Remove empty partition folders, deepest first."""
+    for path in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            path.rmdir()
+
+
+def place(out: Path, src: Path, rel: str, link: bool) -> None:
+    """Put `src` at OUT/rel: a rename (staged file) or a hard link (relabelled file)."""
+    dst = out / rel
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if link:
+        with contextlib.suppress(FileNotFoundError):
+            dst.unlink()
+        try:
+            os.link(src, dst)
+        except OSError:  # filesystems without hard links: a copy, renamed into place
+            tmp = dst.with_name(dst.name + ".tmp")
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+    else:
+        os.replace(src, dst)
+
+
+def fsync_dirs(out: Path, rels: list[str]) -> None:
+    for folder in {(out / r).parent for r in rels}:
+        with contextlib.suppress(OSError):
+            fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def delete(out: Path, rels: set[str]) -> None:
+    for rel in rels:
+        (out / rel).unlink(missing_ok=True)
+    if rels and (out / PACKETS_DIR).is_dir():
+        prune_empty(out / PACKETS_DIR)

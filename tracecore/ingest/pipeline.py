@@ -1,0 +1,312 @@
+"""`ingest()`: discover → plan (skip unchanged) → read captures → assemble tables → place → commit.
+
+Why this order: everything slow (reading captures, writing Parquet) happens in `OUT/.staging/`, where a
+crash harms nothing; the dataset changes only in `_commit`, whose one atomic step is the catalog rename
+(see layout.py and catalog.py). The whole ingest holds `OUT/.lock`, so two ingests never interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracecore.errors import DatasetError
+from tracecore.ingest import layout, runner
+from tracecore.ingest.catalog import commit_catalog, default_data_dir, export_tables, load_state
+from tracecore.ingest.discover import CaptureFile, RunSource, discover
+from tracecore.ingest.fileid import file_id
+from tracecore.ingest.lock import dataset_lock
+from tracecore.ingest.progress import IngestProgress
+from tracecore.ingest.summary import CaptureOutcome, IngestSummary
+from tracecore.ingest.tables import State
+from tracecore.ingest.workers import assign, capture_mode
+from tracecore.ingest.writer import CaptureResult, CaptureTask
+from tracecore.logs import detect_parser
+
+POOL_MIN_BYTES = 16 << 20  # below this much capture data, one process is faster than a pool
+
+
+@dataclass
+class _RunPlan:
+    source: RunSource
+    kept: list[dict] = field(default_factory=list)  # captures rows carried over unchanged
+    new: list[tuple[CaptureFile, dict]] = field(default_factory=list)  # (file, row being built)
+
+
+def ingest(
+    paths: list[Path | str],
+    out: Path | str | None = None,
+    *,
+    jobs: int | None = None,
+    force: bool = False,
+    progress: bool = False,
+    wait_s: float = 0.0,
+) -> IngestSummary:
+    """Ingest capture files / run folders / folders of runs into the dataset at `out`.
+
+    Unchanged captures (same size and checksum) are skipped unless `force`; changed ones replace
+    their partitions. Bad inputs are reported in the summary (`summary.failed`), never raised;
+    a DatasetError is raised only when the dataset itself cannot be used (locked, unreadable).
+    """
+    start = time.perf_counter()
+    out = Path(out) if out is not None else default_data_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    out = out.resolve()
+    jobs = jobs or os.cpu_count() or 1
+    found = discover([Path(p) for p in paths])
+    summary = IngestSummary(out, problems=list(found.problems))
+    with dataset_lock(out, wait_s):
+        try:
+            state = load_state(out)
+        except DatasetError:
+            if not force:
+                raise
+            state = State()
+        layout.recover(out, set(state.tables["_files"]["path"].to_pylist()))
+        plans = [_plan(run, state, force, summary) for run in found.runs]
+        stage = out / layout.STAGING / uuid.uuid4().hex[:12]
+        stage.mkdir(parents=True)
+        try:
+            results = _read_all(plans, stage, jobs, progress, summary)
+            _commit(out, state, plans, results, summary)
+        finally:
+            shutil.rmtree(out / layout.STAGING, ignore_errors=True)
+    summary.runs = [p.source.name for p in plans]
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def _plan(run: RunSource, state: State, force: bool, summary: IngestSummary) -> _RunPlan:
+    """Split a run's captures into unchanged (kept) and to-read (new); record deleted ones."""
+    summary.warnings += run.warnings
+    plan = _RunPlan(run)
+    old = {r["file"]: r for r in state.rows("captures") if r["run"] == run.name}
+    seen = set()
+    for cap in run.captures:
+        seen.add(cap.file)
+        prev = old.get(cap.file)
+        try:
+            fid = file_id(cap.path)
+        except OSError as err:
+            summary.captures.append(
+                CaptureOutcome(run.name, cap.file, "failed", message=f"{cap.path}: {err.strerror}")
+            )
+            if prev is not None:
+                plan.kept.append(prev)  # the data read before stays until the file is readable again
+            continue
+        row = {
+            "run": run.name,
+            "capture": cap.key,
+            "file": cap.file,
+            "path": str(cap.path.resolve()),
+            "size": fid.size,
+            "mtime_ns": fid.mtime_ns,
+            "checksum": fid.checksum,
+        }
+        unchanged = (
+            prev is not None
+            and not force
+            and prev["size"] == fid.size
+            and prev["checksum"] == fid.checksum
+            and prev["status"] != "failed"
+        )
+        if unchanged:
+            plan.kept.append({**prev, **row})
+            summary.captures.append(
+                CaptureOutcome(
+                    run.name, cap.file, "unchanged", prev["worker"], prev["packets"], prev["bytes"], fid.size
+                )
+            )
+        else:
+            plan.new.append((cap, row))
+    if not run.complete:  # a lone file: the run's other captures stay as they are
+        plan.kept += [r for f, r in old.items() if f not in seen]
+    else:
+        for f, r in old.items():
+            if f not in seen:
+                summary.captures.append(
+                    CaptureOutcome(run.name, f, "removed", r["worker"], r["packets"], r["bytes"])
+                )
+    return plan
+
+
+def _read_all(
+    plans: list[_RunPlan], stage: Path, jobs: int, progress: bool, summary: IngestSummary
+) -> dict[int, CaptureResult]:
+    """Read every changed capture into staged Parquet; results by task index."""
+    tasks: list[CaptureTask] = []
+    rows: list[dict] = []
+    for plan in plans:
+        for cap, row in plan.new:
+            row["_task"] = len(tasks)
+            tasks.append(CaptureTask(len(tasks), str(cap.path), str(stage)))
+            rows.append(row)
+    tasks.sort(key=lambda t: -rows[t.index]["size"])
+    results: dict[int, CaptureResult] = {}
+    total = sum(r["size"] for r in rows)
+    if total < POOL_MIN_BYTES:
+        jobs = 1  # starting worker processes costs more than reading a few MB
+    with IngestProgress(total, len(tasks), progress) as bar:
+        for res in runner.run_tasks(tasks, jobs, bar.tick):
+            results[res.index] = res
+            bar.file_done()
+    return results
+
+
+def _commit(
+    out: Path, state: State, plans: list[_RunPlan], results: dict[int, CaptureResult], summary: IngestSummary
+) -> None:
+    """Assemble the new tables, place the part files, commit the catalog, drop replaced files."""
+    if not plans:
+        return
+    old_files = state.rows("_files")
+    old_paths = {f["path"] for f in old_files}
+    files_by_cap = {}
+    for f in old_files:
+        files_by_cap.setdefault((f["run"], f["file"]), []).append(f)
+    touched = {p.source.name for p in plans}
+    new_tables: dict[str, list[dict]] = {
+        "runs": [],
+        "workers": [],
+        "captures": [],
+        "train_log": [],
+        "_files": [],
+    }
+    extra: dict[str, list] = {}
+    moves: list[tuple[Path, str, bool]] = []  # (source, destination rel, hard link?)
+    now = time.time_ns()
+    for plan in plans:
+        run = plan.source
+        caps = list(plan.kept)
+        staged: dict[str, list[tuple[str, int]]] = {}
+        for cap, row in plan.new:
+            res = results[row.pop("_task")]
+            row.update(
+                status=res.status,
+                packets=res.packets,
+                bytes=res.bytes,
+                first_ts_ns=res.first_ts_ns,
+                last_ts_ns=res.last_ts_ns,
+                warnings=res.warnings,
+                error=res.error,
+                ip_counts=json.dumps(res.ip_counts, sort_keys=True),
+                ingested_at_ns=now,
+            )
+            caps.append(row)
+            staged[cap.file] = res.parts
+            summary.captures.append(
+                CaptureOutcome(
+                    run.name,
+                    cap.file,
+                    "ingested" if res.status == "ok" else res.status,
+                    None,
+                    res.packets,
+                    res.bytes,
+                    row["size"],
+                    res.seconds,
+                    f"{cap.path}: {res.error}" if res.error else None,
+                )
+            )
+            summary.warnings += res.warnings
+        workers, warns = assign(caps, run.meta.worker_ips)
+        summary.warnings += [f"{run.name}: {w}" for w in warns]
+        for row in caps:
+            row["worker"] = workers[row["capture"]].label
+        for o in summary.captures:
+            if o.run == run.name and o.worker is None and o.status != "removed":
+                o.worker = next((r["worker"] for r in caps if r["file"] == o.file), None)
+        for row in caps:
+            rel_dir = layout.partition(run.name, row["worker"])
+            if row["file"] in staged:
+                parts = [(Path(p), n, False) for p, n in staged[row["file"]]]
+            else:
+                parts = [
+                    (out / f["path"], f["rows"], True) for f in files_by_cap.get((run.name, row["file"]), [])
+                ]
+            for src, nrows, is_old in parts:
+                rel = src.relative_to(out).as_posix() if is_old else None
+                if rel is None or not rel.startswith(rel_dir + "/"):
+                    rel = f"{rel_dir}/part-{state.next_part}.parquet"
+                    state.next_part += 1
+                    moves.append((src, rel, is_old))
+                new_tables["_files"].append(
+                    {
+                        "path": rel,
+                        "run": run.name,
+                        "worker": row["worker"],
+                        "file": row["file"],
+                        "rows": nrows,
+                    }
+                )
+        new_tables["captures"] += caps
+        for w in workers.values():
+            new_tables["workers"].append(
+                {
+                    "run": run.name,
+                    "worker": w.label,
+                    "ip": w.ip,
+                    "capture": w.key,
+                    "ip_source": w.ip_source,
+                    "n_files": len(w.files),
+                    "packets": w.packets,
+                    "bytes": w.bytes,
+                    "dup_rows": w.dup_rows,
+                }
+            )
+        new_tables["runs"].append(
+            {
+                "run": run.name,
+                **run.meta.columns(),
+                "n_workers": len(workers),
+                "path": str(run.path),
+                "capture_mode": capture_mode(workers),
+            }
+        )
+        _parse_logs(run, new_tables, extra, summary)
+    for name, rows in new_tables.items():
+        state.replace_runs(name, touched, rows)
+    for name, tables in extra.items():
+        state.replace_runs(name, touched, _concat(tables))
+    for src, rel, link in moves:
+        layout.place(out, src, rel, link)
+    layout.fsync_dirs(out, [rel for _, rel, _ in moves])
+    summary.warnings += commit_catalog(out, state)
+    export_tables(out, state)
+    layout.delete(out, old_paths - set(state.tables["_files"]["path"].to_pylist()))
+
+
+def _parse_logs(
+    run: RunSource, tables: dict[str, list], extra: dict[str, list], summary: IngestSummary
+) -> None:
+    """Offer each text file of the run to the log parsers; bad lines are reported per file."""
+    import pyarrow as pa
+
+    for path in run.logs:
+        parser = detect_parser(path)
+        if parser is None:
+            continue
+        try:
+            parsed = parser.parse(path)
+        except (OSError, ValueError) as err:
+            summary.problems.append((str(path), f"cannot parse as {parser.table}: {err}"))
+            continue
+        if parsed.bad_lines:
+            example = parsed.first_bad[0] if parsed.first_bad else ""
+            summary.problems.append((str(path), f"{parsed.bad_lines} unparseable line(s); first: {example}"))
+        table = parsed.table
+        table = table.add_column(0, "run", pa.array([run.name] * table.num_rows, pa.string()))
+        if parser.table in tables:
+            tables[parser.table] += table.to_pylist()
+        else:
+            extra.setdefault(parser.table, []).append(table)
+
+
+def _concat(tables: list) -> object:
+    import pyarrow as pa
+
+    return pa.concat_tables(tables, promote_options="permissive")

@@ -1,0 +1,75 @@
+"""The live progress bar (rich, on stderr): files done, packets/s and GB/s of capture read.
+
+Kept apart from the pipeline so the library runs silently unless asked, and so worker processes
+(which only send (bytes, packets) ticks over a queue) never touch the terminal.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+
+class _Rates(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        elapsed = max(task.elapsed or 0.0, 1e-9)
+        pps = task.fields.get("packets", 0) / elapsed
+        gbs = task.completed / elapsed / 1e9
+        return Text(f"{pps / 1e6:6.2f} Mpkt/s {gbs:5.2f} GB/s", style="cyan")
+
+
+class IngestProgress:
+    """Context manager; `tick(nbytes, packets)` from worker reports, `file_done()` per capture."""
+
+    def __init__(self, total_bytes: int, total_files: int, enabled: bool):
+        self.enabled = enabled
+        self.files = 0
+        self.total_files = total_files
+        self.packets = 0
+        self._last = 0.0
+        if enabled:
+            self._progress = Progress(
+                TextColumn("[bold]ingest"),
+                BarColumn(),
+                TextColumn("{task.fields[files]}"),
+                _Rates(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            self._task = self._progress.add_task("ingest", total=max(total_bytes, 1), packets=0, files="")
+
+    def __enter__(self) -> IngestProgress:
+        if self.enabled:
+            self._progress.start()
+            self._refresh()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._progress.stop()
+
+    def _refresh(self) -> None:
+        if self.enabled:
+            self._progress.update(
+                self._task, packets=self.packets, files=f"{self.files}/{self.total_files} files"
+            )
+
+    def tick(self, nbytes: int, packets: int) -> None:
+        self.packets += packets
+        if self.enabled:
+            self._progress.advance(self._task, nbytes)
+            now = time.monotonic()
+            if now - self._last > 0.1:
+                self._last = now
+                self._refresh()
+
+    def file_done(self, remaining_bytes: int = 0) -> None:
+        self.files += 1
+        if self.enabled:
+            if remaining_bytes > 0:
+                self._progress.advance(self._task, remaining_bytes)
+            self._refresh()

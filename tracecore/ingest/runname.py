@@ -1,0 +1,117 @@
+"""Run metadata from a run folder's name (and its run.toml).
+
+Why both forms: the measurement code names folders `framework-model-optimizer-batchsize-backend-loss-
+topology` with the loss as a raw number (`horovod-resnet50-adam-64-mpi-0-ring`), while the published
+traces were renamed (`tf_sync-…-normal-ring`, `…-loss_0.1-ring`). Both parse to the same typed fields.
+Underscores live inside fields (`tf_sync`, `grpc_nccl`), so splitting on `-` is exact for 7 fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+FIELDS = ("framework", "model", "optimizer", "batch_size", "backend", "loss_pct", "topology")
+_LOSS = re.compile(r"^(?:loss_)?(\d+(?:\.\d+)?)$")
+
+
+@dataclass
+class RunMeta:
+    """Typed metadata of one run; every field is None when the name does not follow the scheme."""
+
+    framework: str | None = None
+    model: str | None = None
+    optimizer: str | None = None
+    batch_size: int | None = None
+    backend: str | None = None
+    loss_pct: float | None = None
+    topology: str | None = None
+    name_parsed: bool = False
+    extra: dict = field(default_factory=dict)
+    worker_ips: dict[str, str] = field(default_factory=dict)  # capture file or key → IP, from run.toml
+    name: str | None = None  # run.toml [run] name, when given
+
+    def columns(self) -> dict:
+        d = asdict(self)
+        d.pop("worker_ips")
+        d.pop("name")
+        d["extra"] = json.dumps(self.extra, sort_keys=True, default=str) if self.extra else None
+        return d
+
+
+def parse_loss(text: str) -> float | None:
+    """`0`, `0.05`, `normal` (= 0), `loss_0.1` → loss in percent; anything else → None."""
+    if text == "normal":
+        return 0.0
+    m = _LOSS.match(text)
+    return float(m.group(1)) if m else None
+
+
+def parse_run_name(name: str) -> RunMeta:
+    """Split a folder name into typed fields; a name that does not fit gives all-None fields."""
+    parts = name.split("-")
+    if len(parts) != len(FIELDS) or not all(parts):
+        return RunMeta()
+    fw, model, opt, bsize, backend, loss, topo = parts
+    loss_pct = parse_loss(loss)
+    if not bsize.isdigit() or loss_pct is None:
+        return RunMeta()
+    return RunMeta(fw, model, opt, int(bsize), backend, loss_pct, topo, name_parsed=True)
+
+
+def apply_run_toml(meta: RunMeta, path: Path) -> list[str]:
+    """Overlay run.toml (top level or its [run] table) onto `meta`; returns warnings.
+
+    Known keys replace the parsed fields (`loss` may be given in either name form); `name` renames
+    the run; `[[capture.worker]]` entries with `file` and `ip` (or a `[workers]` table of file = ip)
+    pin worker addresses. Every other key is kept in `extra`.
+    """
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        return [f"{path}: ignored, not valid TOML: {err}"]
+    warnings: list[str] = []
+    run = doc.get("run") if isinstance(doc.get("run"), dict) else doc
+    for key, value in run.items():
+        if isinstance(value, dict | list):
+            continue
+        if key in ("batch_size", "n_workers"):
+            if key == "batch_size" and _is_int(value):
+                meta.batch_size = int(value)
+            elif key == "batch_size":
+                warnings.append(f"{path}: batch_size {value!r} is not an integer; ignored")
+        elif key == "loss_pct" or (key == "loss" and run.get("loss_pct") is None):
+            loss = parse_loss(str(value)) if isinstance(value, str) else _num(value)
+            if loss is None:
+                warnings.append(f"{path}: {key} {value!r} is not a loss; ignored")
+            else:
+                meta.loss_pct = loss
+        elif key in FIELDS:
+            setattr(meta, key, str(value))
+        elif key == "name" and isinstance(value, str) and value:
+            meta.name = value
+        elif key != "loss":
+            meta.extra[key] = value
+    for entry in (doc.get("capture") or {}).get("worker") or []:
+        if isinstance(entry, dict) and entry.get("file") and entry.get("ip"):
+            meta.worker_ips[str(entry["file"])] = str(entry["ip"])
+    for key, value in (doc.get("workers") or {}).items():
+        if isinstance(value, str):
+            meta.worker_ips[key] = value
+    return warnings
+
+
+def _is_int(value: object) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, str) and value.isdigit()
+    )
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
