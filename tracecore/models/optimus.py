@@ -285,7 +285,7 @@ def seed003_model() -> SpeedModel:
     return SpeedModel(kind="sync", theta=SEED003_THETA, batch=SEED003_BATCH)
 
 
-def loss_chart(k: Any, loss: Any, fit: LossFit, convergence: int | None = None) -> Any:
+def loss_chart(k: Any, loss: Any, fit: LossFit, convergence: int | None = None, unit: str = "step") -> Any:
     """Observed loss points and the fitted curve, extended to the convergence point."""
     import altair as alt
     import pandas as pd
@@ -298,7 +298,11 @@ def loss_chart(k: Any, loss: Any, fit: LossFit, convergence: int | None = None) 
     points = (
         alt.Chart(observed).mark_point(size=12, opacity=0.6).encode(x=alt.X("k:Q", title="step"), y="loss:Q")
     )
-    line = alt.Chart(fitted).mark_line(color="firebrick").encode(x="k:Q", y=alt.Y("loss:Q", title="loss"))
+    line = (
+        alt.Chart(fitted)
+        .mark_line(color="firebrick")
+        .encode(x="k:Q", y=alt.Y("loss:Q", title="loss", scale=alt.Scale(zero=False)))
+    )
     title = f"l(k) = 1/({fit.b0:.3g}·k + {fit.b1:.3g}) + {fit.b2:.3g}"
     layers = [points, line]
     if convergence is not None:

@@ -68,8 +68,9 @@ def prepare(runs: pl.DataFrame, model_sizes: dict[str, float] | None = None) -> 
 
     Output: run, model_size_mb, framework_backend, batch_size, topology, mb_per_step.
 
-    Model size comes from `model_size_mb`, else `n_params` (fp32: 4 bytes each), else `model_sizes`
-    or the paper's table by model name.
+    Model size comes from `model_size_mb`, else `n_params` (fp32: 4 bytes each), else `grad_bytes`
+    (bytes all-reduced per step, from a bench run's metadata), else by model name: `model_sizes`, the
+    paper's table, or another run of the same model.
     """
     import polars as pl
 
@@ -84,24 +85,14 @@ def prepare(runs: pl.DataFrame, model_sizes: dict[str, float] | None = None) -> 
         df = df.with_columns(
             pl.concat_str(pl.col("framework"), pl.lit("_"), pl.col("backend")).alias("framework_backend")
         )
-    if "model_size_mb" not in df.columns:
-        if "n_params" in df.columns:
-            df = df.with_columns(
-                (pl.col("n_params").cast(pl.Float64) * BYTES_PER_PARAM / 1e6).alias("model_size_mb")
-            )
-        elif "model" in df.columns:
-            sizes = {**KNOWN_MODEL_SIZE_MB, **(model_sizes or {})}
-            unknown = sorted({m for m in df["model"].to_list() if m not in sizes})
-            if unknown:
-                raise ModelFitError(
-                    f"traffic: model size unknown for {', '.join(map(str, unknown))}; "
-                    "give it as --model-size NAME=MB"
-                )
-            df = df.with_columns(
-                pl.col("model").replace_strict(sizes, return_dtype=pl.Float64).alias("model_size_mb")
-            )
-        else:
-            raise ModelFitError("traffic input needs model_size_mb, n_params or model")
+    if "model_size_mb" not in df.columns and "n_params" in df.columns:
+        df = df.with_columns(
+            (pl.col("n_params").cast(pl.Float64) * BYTES_PER_PARAM / 1e6).alias("model_size_mb")
+        )
+    if "model_size_mb" not in df.columns and "grad_bytes" in df.columns:
+        df = df.with_columns((pl.col("grad_bytes").cast(pl.Float64) / 1e6).alias("model_size_mb"))
+    if "model_size_mb" not in df.columns or df["model_size_mb"].null_count():
+        df = _sizes_by_name(df, model_sizes)
     if "run" not in df.columns:
         df = df.with_row_index("run").with_columns(pl.col("run").cast(pl.String))
     df = df.select(
@@ -118,6 +109,65 @@ def prepare(runs: pl.DataFrame, model_sizes: dict[str, float] | None = None) -> 
             f"traffic: run(s) {', '.join(bad['run'].to_list())} have missing values or no data per step"
         )
     return df
+
+
+def _sizes_by_name(df: pl.DataFrame, model_sizes: dict[str, float] | None) -> pl.DataFrame:
+    """Fill missing model sizes by model name: the user's, the paper's, or another run's known size."""
+    import polars as pl
+
+    if "model" not in df.columns:
+        raise ModelFitError("traffic input needs model_size_mb, n_params, grad_bytes or model")
+    sizes = dict(KNOWN_MODEL_SIZE_MB)
+    if "model_size_mb" in df.columns:
+        known = df.filter(pl.col("model_size_mb").is_not_null())
+        sizes.update(zip(known["model"].to_list(), known["model_size_mb"].to_list(), strict=True))
+    sizes.update(model_sizes or {})
+    unknown = sorted({m for m in df["model"].to_list() if m not in sizes})
+    if unknown:
+        raise ModelFitError(
+            f"traffic: model size unknown for {', '.join(map(str, unknown))}; give it as --model-size NAME=MB"
+        )
+    by_name = pl.col("model").replace_strict(sizes, return_dtype=pl.Float64)
+    size = pl.coalesce(pl.col("model_size_mb"), by_name) if "model_size_mb" in df.columns else by_name
+    return df.with_columns(size.alias("model_size_mb"))
+
+
+RUNS_SQL = """
+SELECT d.run, d.mb_per_step, d.steps, m.grad_bytes, m.framework, m.model, m.backend,
+       m.batch_size, m.topology, m.loss_pct
+FROM data_per_step AS d
+JOIN run_meta AS m USING (run)
+ORDER BY d.run
+"""
+
+
+def load_runs(data_dir: Any, *, include_loss: bool = False) -> pl.DataFrame:
+    """The `data_per_step` view joined with run metadata, from the dataset's DuckDB catalog.
+
+    Like the paper (delays = "normal"), runs with injected packet loss are left out unless
+    `include_loss`: loss changes the traffic for reasons the model has no feature for.
+    """
+    import duckdb
+    import polars as pl
+
+    from tracecore.errors import DatasetError
+    from tracecore.ingest.catalog import open_catalog
+
+    con = open_catalog(data_dir)
+    try:
+        table = con.execute(RUNS_SQL).pl()
+    except duckdb.CatalogException as err:
+        raise DatasetError(
+            f"{data_dir}: the catalog lacks what the traffic model reads ({str(err).splitlines()[0]}); "
+            "re-run `tracecore ingest` with this version"
+        ) from None
+    finally:
+        con.close()
+    if not include_loss:
+        table = table.filter(pl.col("loss_pct").fill_null(0.0) == 0.0)
+    if table.height == 0:
+        raise ModelFitError(f"{data_dir}: no run with logged training steps and packets in data_per_step")
+    return table
 
 
 def _design(df: pl.DataFrame, levels: dict[str, list[str]]) -> tuple[np.ndarray, list[str]]:
