@@ -1,0 +1,278 @@
+"""Running the named views with parameters, and writing any result as table, CSV, JSON or Parquet.
+
+Why a module of its own: the CLI (`tracecore query`, `tracecore sql`), the figures and the report
+all run views the same way, with the same checks. Each view in `queries/` is a DuckDB table macro
+with named, defaulted parameters plus a plain view of the same name (the macro with its defaults),
+so `SELECT * FROM link_util` and `SELECT * FROM link_util(bin_ns := 1000000)` both work in ad hoc
+SQL. Here a request is checked against the macro's own parameter list and the catalog's runs
+before DuckDB sees it, so a typo gets a message that lists what exists instead of a binder error.
+Values travel as prepared-statement parameters, never spliced into SQL text.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from tracecore import views
+from tracecore.errors import UsageError
+
+if TYPE_CHECKING:
+    import duckdb
+
+FORMATS = ("table", "csv", "json", "parquet")
+
+_UNITS_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "μs": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "min": 60_000_000_000,
+    "h": 3_600_000_000_000,
+}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-zµμ]*)\s*$", re.IGNORECASE)
+_MACRO = re.compile(
+    r"CREATE\s+OR\s+REPLACE\s+MACRO\s+(\w+)\s*\((.*?)\)\s*AS\s+TABLE", re.IGNORECASE | re.DOTALL
+)
+
+
+def parse_duration_ns(text: str, bare_unit: str = "s") -> int:
+    """'10ms' → 10_000_000; '100us', '1.5s', '2min' work too; a bare number is in `bare_unit`."""
+    match = _DURATION.match(str(text))
+    unit = (match.group(2).lower() or bare_unit) if match else ""
+    if not match or unit not in _UNITS_NS:
+        raise UsageError(
+            f"cannot read duration {text!r}: use a number with a unit (ns, us, ms, s, min, h), e.g. 10ms"
+        )
+    value = float(match.group(1)) * _UNITS_NS[unit]
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"duration {text!r} must be a finite, non-negative time")
+    return round(value)
+
+
+@dataclass(frozen=True)
+class ViewParam:
+    """One parameter of a view's macro: its name and its default as written in the SQL."""
+
+    name: str
+    default: str
+
+
+@functools.cache
+def view_params(name: str) -> tuple[ViewParam, ...]:
+    """The macro parameters of a view, in declaration order; () for a plain view."""
+    match = _MACRO.search(views.view_sql(name))
+    if not match:
+        return ()
+    params = []
+    for part in _split_top_level(match.group(2)):
+        key, _, default = part.partition(":=")
+        params.append(ViewParam(key.strip(), default.strip()))
+    return tuple(params)
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split a parameter list on commas outside brackets (defaults may be lists)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def known_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every run name in the catalog, sorted."""
+    return [row[0] for row in con.sql("SELECT run FROM runs ORDER BY run").fetchall()]
+
+
+def check_runs(con: duckdb.DuckDBPyConnection, runs: list[str] | None) -> list[str] | None:
+    """The runs asked for, after checking each exists; None (= all runs) stays None."""
+    if not runs:
+        return None
+    have = known_runs(con)
+    missing = [r for r in runs if r not in have]
+    if missing:
+        listing = ", ".join(have) if have else "(none: the dataset is empty)"
+        raise UsageError(f"unknown run {', '.join(map(repr, missing))}; runs in the dataset: {listing}")
+    return list(dict.fromkeys(runs))
+
+
+def convert_param(param: ViewParam, value: Any) -> Any:
+    """A parameter value from the command line, typed by the parameter's declaration.
+
+    `*_ns` parameters take durations ('10ms'; a bare integer is ns, as the name says); a
+    parameter whose default is a list (`runs`, `bins_ns`) takes comma-separated items; anything
+    else becomes an int, a float or stays a string.
+    """
+    if not isinstance(value, str):
+        return value
+    if param.name == "runs" or param.default.startswith("["):
+        return [_scalar(param.name, v.strip()) for v in value.split(",") if v.strip()]
+    return _scalar(param.name, value)
+
+
+def _scalar(name: str, value: str) -> Any:
+    if name.endswith("_ns"):
+        return parse_duration_ns(value, bare_unit="ns")
+    if name == "runs":
+        return value
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def build_call(name: str, runs: list[str] | None, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """SQL that runs view `name` with the given parameters, and the prepared-statement values."""
+    declared = view_params(name)
+    names = [p.name for p in declared]
+    unknown = [k for k in params if k not in names or k == "runs"]
+    if unknown:
+        offered = ", ".join(n for n in names if n != "runs") or "none"
+        raise UsageError(
+            f"view {name} has no parameter {', '.join(map(repr, unknown))}; its parameters: {offered}"
+        )
+    if not declared:
+        sql = f"SELECT * FROM {name}"
+        if runs:
+            sql += " WHERE run IN (SELECT unnest($runs))"
+            return sql, {"runs": runs}
+        return sql, {}
+    by_name = {p.name: p for p in declared}
+    values: dict[str, Any] = {k: convert_param(by_name[k], v) for k, v in params.items() if v is not None}
+    if runs and "runs" in names:
+        values["runs"] = runs
+    args = ", ".join(f"{k} := ${k}" for k in values)
+    return f"SELECT * FROM {name}({args})", values
+
+
+def run_view(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    runs: list[str] | None = None,
+    params: dict[str, Any] | None = None,
+) -> pa.Table:
+    """Run one named view with parameters; unknown names, runs or parameters raise UsageError."""
+    views.view_sql(name)  # unknown names: a message listing the views
+    sql, values = build_call(name, check_runs(con, runs), params or {})
+    return run_sql(con, sql, values)
+
+
+def run_sql(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any] | None = None) -> pa.Table:
+    """Any SQL over the catalog as an Arrow table; DuckDB's errors become one-line UsageErrors."""
+    import duckdb
+
+    try:
+        rel = con.sql(sql, params=values or None)
+    except duckdb.Error as err:
+        raise UsageError(_first_line(err)) from err
+    if rel is None:
+        return pa.table({})
+    try:
+        return rel.to_arrow_table()
+    except duckdb.Error as err:
+        raise UsageError(_first_line(err)) from err
+
+
+def _first_line(err: Exception) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def view_listing() -> list[tuple[str, str]]:
+    """(name, one-line purpose) of every view, for `tracecore query --list`."""
+    return [(name, views.view_purpose(name)) for name in views.view_names()]
+
+
+def write_result(table: pa.Table, fmt: str, out: Path | None, limit_rows: int | None = None) -> str | None:
+    """Write `table` to `out` in `fmt`, or return the text to print when `out` is None.
+
+    `table` output is for people (Rich, `limit_rows` rows at most, with a note on what was left
+    out); csv/json/parquet are complete. Parquet is binary, so it needs `out`.
+    """
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        if out is None:
+            raise UsageError("parquet output is binary: give --out FILE.parquet")
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, out)
+        return None
+    if fmt == "table":
+        text = _as_table(table, limit_rows)
+    else:
+        text = _as_csv(table) if fmt == "csv" else _as_json(table)
+    if out is None:
+        return text
+    out.write_text(text, encoding="utf-8")
+    return None
+
+
+def _as_csv(table: pa.Table) -> str:
+    import pyarrow.csv as pacsv
+
+    buf = io.BytesIO()
+    pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="needed"))
+    return buf.getvalue().decode("utf-8")
+
+
+def _as_json(table: pa.Table) -> str:
+    """A JSON array of row objects; NaN/inf become null so the output is strict JSON."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        return value
+
+    rows = [{k: clean(v) for k, v in row.items()} for row in table.to_pylist()]
+    return json.dumps(rows, default=str, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _as_table(table: pa.Table, limit_rows: int | None) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    shown = table if limit_rows is None else table.slice(0, limit_rows)
+    grid = Table(show_lines=False, header_style="bold")
+    for field in table.schema:
+        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+        grid.add_column(field.name, justify="right" if numeric else "left", no_wrap=True)
+    for row in shown.to_pylist():
+        grid.add_row(*(_cell(v) for v in row.values()))
+    buf = io.StringIO()
+    Console(file=buf, width=max(80, 14 * max(1, table.num_columns)), force_terminal=False).print(grid)
+    text = buf.getvalue()
+    if shown.num_rows < table.num_rows:
+        left = table.num_rows - shown.num_rows
+        text += f"… {left} more rows of {table.num_rows}; use --limit, --format csv or --out for all\n"
+    else:
+        text += f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}\n"
+    return text
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
