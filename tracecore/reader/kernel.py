@@ -424,11 +424,13 @@ def _ts_ns(t, kind, factor, offset):
     ut = U64(t)
     sec = np.int64(ut >> U64(factor))
     frac = ut & ((U64(1) << U64(factor)) - U64(1))
-    bits = factor
-    if bits > 34:  # keep frac * 1e9 inside 64 bits
-        frac >>= U64(bits - 34)
-        bits = 34
-    return sec * 1_000_000_000 + np.int64((frac * U64(1_000_000_000)) >> U64(bits)) + offset
+    if factor <= 32:
+        sub = (frac * U64(1_000_000_000)) >> U64(factor)
+    else:  # exact floor(frac * 1e9 / 2^factor) without a 128-bit product
+        hi = frac >> U64(32)
+        lo = frac & U64(0xFFFFFFFF)
+        sub = (hi * U64(1_000_000_000) + ((lo * U64(1_000_000_000)) >> U64(32))) >> U64(factor - 32)
+    return sec * 1_000_000_000 + np.int64(sub) + offset
 
 
 @njit(cache=True)

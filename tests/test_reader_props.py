@@ -1,0 +1,53 @@
+"""Property tests: random captures built with dpkt read back exactly as they were written."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.strategies import COMPRESSORS, Capture, captures, pcap_files, pcapng_files
+from tracecore.reader import CaptureReader
+from tracecore.schema import PACKET_SCHEMA
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def read_back(cap: Capture, suffix: str, batch_rows: int) -> tuple[list[dict], CaptureReader]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"x.pcap{suffix}"
+        path.write_bytes(COMPRESSORS[suffix](cap.data))
+        reader = CaptureReader(path, batch_rows=batch_rows)
+        batches = list(reader.batches())
+    for batch in batches:
+        assert 0 < batch.num_rows <= batch_rows
+    return pa.Table.from_batches(batches, schema=PACKET_SCHEMA).to_pylist(), reader
+
+
+@SETTINGS
+@given(cap=pcap_files(), batch_rows=st.integers(1, 5))
+def test_pcap_round_trip(cap: Capture, batch_rows: int) -> None:
+    rows, reader = read_back(cap, "", batch_rows)
+    assert rows == cap.rows
+    assert reader.warnings == [] or reader.stats.unsupported_link_frames
+    assert reader.stats.formats == {cap.kind}
+
+
+@SETTINGS
+@given(cap=pcapng_files(), batch_rows=st.integers(1, 5))
+def test_pcapng_round_trip(cap: Capture, batch_rows: int) -> None:
+    rows, _ = read_back(cap, "", batch_rows)
+    assert rows == cap.rows
+
+
+@settings(max_examples=25, deadline=None)
+@given(cap=captures(), suffix=st.sampled_from([".gz", ".xz", ".zst"]))
+def test_compressed_round_trip(cap: Capture, suffix: str) -> None:
+    rows, reader = read_back(cap, suffix, 3)
+    assert rows == cap.rows
+    assert {"gzip": ".gz", "xz": ".xz", "zstd": ".zst"}[
+        next(iter(reader.stats.formats & {"gzip", "xz", "zstd"}))
+    ] == suffix
