@@ -83,29 +83,43 @@ class Window:
             if self.eof and len(self.buf) == 0:
                 if self.error:
                     raise CaptureError(path, f"{self.kind} stream unreadable: {self.error}", 0)
-                raise NotACaptureError(path, f"empty {self.kind} stream: not a pcap or pcapng capture", 0)
+                raise NotACaptureError(
+                    path, f"{self.kind} stream decompresses to nothing (empty or cut short): no capture", 0
+                )
 
     def advance(self, pos: int) -> bool:
-        """Drop the first `pos` bytes and read more; False when nothing more can come."""
+        """Drop the first `pos` bytes and read more; False (buffer untouched) when nothing comes."""
         if self.eof or self._stream is None:
             return False
-        try:
-            chunk = self._stream.read(CHUNK)
-        except DECOMPRESS_ERRORS as exc:
-            self.error = str(exc) or type(exc).__name__
-            chunk = b""
-        tail = self.buf[pos:]
+        chunk = self._read_chunk()
         if not chunk:
             self.eof = True
-            self.buf = tail.copy()
-            self.base += pos
             return False
+        tail = self.buf[pos:]
         new = np.empty(len(tail) + len(chunk), dtype=np.uint8)
         new[: len(tail)] = tail
         new[len(tail) :] = np.frombuffer(chunk, dtype=np.uint8)
         self.buf = new
         self.base += pos
         return True
+
+    def _read_chunk(self) -> bytes:
+        """Up to CHUNK decompressed bytes. read1 pieces, so the bytes decoded before a
+        corrupt or cut-off spot are kept; the error then ends the stream."""
+        assert self._stream is not None
+        parts: list[bytes] = []
+        size = 0
+        while size < CHUNK and self.error is None:
+            try:
+                piece = self._stream.read1(CHUNK - size)
+            except DECOMPRESS_ERRORS as exc:
+                self.error = str(exc) or type(exc).__name__
+                break
+            if not piece:
+                break
+            parts.append(piece)
+            size += len(piece)
+        return b"".join(parts)
 
     def close(self) -> None:
         self.buf = np.empty(0, dtype=np.uint8)
@@ -123,10 +137,7 @@ def decompress_all(path: str | Path) -> bytes:
     if kind is None:
         return Path(path).read_bytes()
     out = bytearray()
-    with open_decompressed(path, kind) as f:
-        try:
-            while chunk := f.read(CHUNK):
-                out += chunk
-        except DECOMPRESS_ERRORS:
-            pass
+    with open_decompressed(path, kind) as f, contextlib.suppress(*DECOMPRESS_ERRORS):
+        while chunk := f.read1(CHUNK):
+            out += chunk
     return bytes(out)
