@@ -1,0 +1,94 @@
+"""The installed wheel carries everything: the CLI, queries/*.sql and runners.
+
+Builds the wheel, installs it into a fresh venv outside the repository, and runs the CLI from a
+directory where the checkout cannot be imported by accident.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.wheel, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dist = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = dist.glob("tracecore-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    env_dir = tmp_path_factory.mktemp("venv")
+    venv.create(env_dir, with_pip=True)
+    pip = env_dir / "bin" / "pip"
+    subprocess.run([str(pip), "install", "-q", str(wheel)], check=True, capture_output=True)
+    return env_dir
+
+
+def test_wheel_contains_every_folder(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    sql = {n for n in names if n.startswith("tracecore/queries/") and n.endswith(".sql")}
+    in_repo = {f"tracecore/queries/{p.name}" for p in (REPO / "queries").glob("*.sql")}
+    assert sql, "no queries/*.sql in the wheel"
+    assert sql == in_repo, "every queries/*.sql ships in the wheel"
+    assert "cli/app.py" in names
+    assert any(n.startswith("runners/") for n in names)
+    assert any(n.startswith("tracecore/sample/") for n in names), "the embedded sample ships too"
+
+
+def _run(env_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    clean_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run(
+        [str(env_dir / "bin" / "tracecore"), *args], capture_output=True, text=True, cwd=cwd, env=clean_env
+    )
+
+
+def test_installed_cli_runs_outside_repo(installed: Path, corpus_dir: Path, tmp_path: Path) -> None:
+    help_out = _run(installed, "--help", cwd=tmp_path)
+    assert help_out.returncode == 0, help_out.stderr
+    assert "read" in help_out.stdout
+
+    read_out = _run(installed, "read", str(corpus_dir / "dpkt__http.pcap"), "--format", "csv", cwd=tmp_path)
+    assert read_out.returncode == 0, read_out.stderr
+    rows = list(csv.DictReader(io.StringIO(read_out.stdout)))
+    assert len(rows) == 43  # dpkt__http.pcap holds 43 packets (MANIFEST.csv)
+    assert rows[0]["src_ip"] == "145.254.160.237"
+    assert rows[0]["dst_port"] == "80"
+
+
+def test_installed_package_is_not_the_checkout(installed: Path, tmp_path: Path) -> None:
+    where = subprocess.run(
+        [str(installed / "bin" / "python"), "-c", "import tracecore, cli; print(tracecore.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.strip()
+    assert str(REPO) not in where
+    views = subprocess.run(
+        [str(installed / "bin" / "python"), "-c", "import tracecore.views as v; print(v.view_names())"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout
+    for sql in (REPO / "queries").glob("*.sql"):
+        assert sql.stem in views
