@@ -3,7 +3,7 @@
     python -m bench.make_captures                      # default set: --size 2GB --ddp --loss 1
     python -m bench.make_captures --size 2GB --size 8GB [--snaplen 128] [--both-directions]
     python -m bench.make_captures --ddp [--loss 1]     # paper-like DDP run(s), gloo ring, 4 workers
-    python -m bench.make_captures --matrix small       # 8 short DDP configurations (~10 s each)
+    python -m bench.make_captures --matrix small       # 8 short DDP runs (~10 s each) → OUT/matrix_small/
     python -m bench.make_captures --smoke              # seconds: tiny iperf3 ring + tiny DDP run
     python -m bench.make_captures --sample             # regenerate tracecore/sample/
 
@@ -136,11 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append(("ddp", DDP_MAIN))
     jobs.extend(("ddp", DDPConfig(**{**DDP_MAIN.__dict__, "loss_pct": pct})) for pct in args.loss)
     if args.matrix == "small":
-        jobs.extend(("ddp", c) for c in MATRIX_SMALL)
+        jobs.extend(("matrix", c) for c in MATRIX_SMALL)
     if args.sample:
         jobs.append(("sample", None))
 
-    if any(kind in ("ddp", "sample") for kind, _ in jobs):
+    if any(kind in ("ddp", "matrix", "sample") for kind, _ in jobs):
         ensure_torch()
     stale = cleanup_stale()
     if stale:
@@ -159,10 +159,11 @@ def main(argv: list[str] | None = None) -> int:
                 assert isinstance(job, int)
                 print(f"iperf3 ring to {human_size(job)} of pcap (snaplen {ring_snap}) …", flush=True)
                 dirs = [iperf_to_size(job, out, ring_snap, both, args.rate)]
-            elif kind == "ddp":
+            elif kind in ("ddp", "matrix"):
                 assert isinstance(job, DDPConfig)
                 print(f"DDP {job.run_name}: {job.steps} steps …", flush=True)
-                dirs = [run_ddp(job, out, snaplen=ddp_snap, sender_only=not both, timeout_s=args.timeout)]
+                root = out / "matrix_small" if kind == "matrix" else out
+                dirs = [run_ddp(job, root, snaplen=ddp_snap, sender_only=not both, timeout_s=args.timeout)]
             else:
                 sample = REPO / "tracecore" / "sample"
                 print(f"sample → {sample} …", flush=True)
