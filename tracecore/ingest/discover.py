@@ -103,10 +103,10 @@ def _scan_folder(folder: Path, problems: list[tuple[str, str]]) -> tuple[list[Ca
         if _is_capture(p, kind):
             key, part = worker_key(p.name)
             captures.append(CaptureFile(p, p.name, key, part))
+        elif _CAPTURE_EXT.search(_COMPRESSION_EXT.sub("", p.name)):
+            problems.append((str(p), "named like a capture but not pcap/pcapng (unknown magic bytes)"))
         elif kind == "text" and p.name != RUN_TOML:
             logs.append(p)
-        elif _CAPTURE_EXT.search(p.name):
-            problems.append((str(p), "named like a capture but not pcap/pcapng (unknown magic bytes)"))
     captures.sort(key=lambda c: (c.key, c.part, c.file))
     return captures, logs
 
