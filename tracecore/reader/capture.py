@@ -114,7 +114,15 @@ class CaptureReader:
                 cols = Columns(rows)
                 continue
             if status == k.ST_META:
-                nxt = meta(win, pos)
+                try:
+                    nxt = meta(win, pos)
+                except CaptureError as exc:  # keep the packets before the bad header block
+                    if st[k.N]:
+                        yield self._flush(cols, table, st)
+                    self._count(st)
+                    exc.packets_read = self.stats.packets
+                    self.stats.file_bytes = win.base + pos
+                    raise
                 if nxt is not None:
                     pos = nxt
                     continue

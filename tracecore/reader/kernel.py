@@ -277,18 +277,14 @@ def decode(buf, p, cap, orig, link, n, c8, c16, c32, cidx, tab, u_key, u_kind, s
         first = True
         frag = 0
         while True:
-            if pr == 0 or pr == 43 or pr == 60:
+            if pr == 0 or pr == 43 or pr == 60 or pr == 51:
                 if t + 2 > end:
                     break
-                nxt = np.int64(buf[t])
-                t += (np.int64(buf[t + 1]) + 1) * 8
-                pr = nxt
-            elif pr == 51:
-                if t + 2 > end:
+                hl = (np.int64(buf[t + 1]) + 2) * 4 if pr == 51 else (np.int64(buf[t + 1]) + 1) * 8
+                if t + hl > end:  # header not wholly captured: its Next Header is not trusted
                     break
-                nxt = np.int64(buf[t])
-                t += (np.int64(buf[t + 1]) + 2) * 4
-                pr = nxt
+                pr = np.int64(buf[t])
+                t += hl
             elif pr == 44:
                 if t + 8 > end:
                     break

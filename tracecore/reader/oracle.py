@@ -25,6 +25,11 @@ IP6_WALKED = (0, 43, 44, 51, 60)  # hop-by-hop, routing, fragment, AH, destinati
 TRANSPORT_HEADER = {6: 20, 17: 8, 136: 8, 132: 12}
 
 
+def wrap_int64(ns: int) -> int:
+    """Timestamps outside int64 ns (before 1678, after 2262) wrap, as in the kernel."""
+    return ((ns + 2**63) % 2**64) - 2**63
+
+
 @dataclass
 class Record:
     """One packet record as stored in the container."""
@@ -134,7 +139,7 @@ def _walk_pcapng(path: object, data: bytes, out: list[Record], warnings: list[st
                 if start + cap > len(body):
                     raise ValueError(f"captured length {cap} overruns its block")
                 iface = ifaces[ifid]
-                last_ts = iface.tsres.to_ns((hi << 32) | lo)
+                last_ts = wrap_int64(iface.tsres.to_ns((hi << 32) | lo))
                 out.append(Record(last_ts, orig, cap, ifid, iface.link_type, body[start : start + cap], pos))
             elif btype == 3:
                 if not ifaces:
@@ -276,6 +281,8 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
                 ext = cls(raw[pos:])
             except (dpkt.NeedData, dpkt.UnpackError, struct.error):
                 break
+            if pos + ext.length > len(raw):
+                break  # not wholly captured: its Next Header is not trusted
             if nxt == 44:
                 is_frag = True
                 frag_off = ext.frag_off
