@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import collections
 import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -176,3 +178,42 @@ def test_make_captures_smoke(tmp_path: Path) -> None:
     rep = check_ring(ddp)
     assert rep.direction == "i -> i-1"
     assert 1.0 <= rep.ratio <= 1.1
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_make_captures_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
+    """SIGINT in the middle of a DDP run: exit 130, no namespace, no partial run directory."""
+
+    for tool in ("ip", "tcpdump", "ethtool", "iperf3"):
+        require_tool(tool)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.make_captures", "--smoke", "--out", str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    prefix = f"tb{proc.pid}x"
+    try:
+        # Wait (bounded) until the DDP run's testbed is up: the second testbed of this process.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if any(ns.startswith(prefix + "1-") for ns in list_netns()):
+                break
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.1)
+        else:
+            pytest.fail("DDP testbed never came up")
+        time.sleep(1.0)  # ranks starting / training
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    assert not [ns for ns in list_netns() if ns.startswith(prefix)]
+    assert not list(tmp_path.glob("*.partial"))
+    assert not (tmp_path / "torch_ddp-resnet8w4-sgd-4-gloo-normal-ring").exists()
+    assert (tmp_path / "iperf3-bulk_800kB_s128-none-0-tcp-normal-ring" / "run.toml").is_file()
