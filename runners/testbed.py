@@ -336,6 +336,11 @@ class Testbed:
                     p.kill()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(timeout=2)
+        for p in self._procs:
+            for stream in (p.stdin, p.stdout, p.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
         self._procs.clear()
         errors = []
         for ns in reversed(self._namespaces):
