@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,24 +128,69 @@ def _count_addresses(col: pa.Array, into: dict[str, list[int]], slot: int) -> No
         into.setdefault(names[i], [0, 0])[slot] += int(counts[i])
 
 
+class PartSink:
+    """Writes batches into sorted part files on a background thread.
+
+    Why a thread: Parquet encoding and zstd run in Arrow's C++ without the GIL, so the next batch is
+    decoded by the reader meanwhile. The queue holds at most two batches: memory stays bounded.
+    """
+
+    def __init__(self, stage: Path, index: int):
+        self.stage, self.index = stage, index
+        self.parts: list[tuple[str, int]] = []
+        self.error: BaseException | None = None
+        self._queue: queue.Queue = queue.Queue(maxsize=2)
+        self._thread = threading.Thread(target=self._run, name=f"parquet-{index}", daemon=True)
+        self._thread.start()
+
+    def put(self, batch: pa.RecordBatch, new_part: bool) -> None:
+        self._queue.put((batch, new_part))
+
+    def close(self) -> list[tuple[str, int]]:
+        """Wait for every batch to be written; raises OSError when writing failed."""
+        self._queue.put(None)
+        self._thread.join()
+        if self.error is not None:
+            raise OSError(f"cannot write the Parquet part: {self.error}") from self.error
+        return self.parts
+
+    def _run(self) -> None:
+        writer: pq.ParquetWriter | None = None
+        rows = 0
+        while True:
+            item = self._queue.get()
+            if self.error is not None:  # keep draining so the producer never blocks
+                if item is None:
+                    return
+                continue
+            try:
+                if item is None or item[1]:
+                    if writer is not None:
+                        writer.close()
+                        self.parts[-1] = (self.parts[-1][0], rows)
+                        writer, rows = None, 0
+                    if item is None:
+                        return
+                batch = item[0]
+                if writer is None:
+                    path = self.stage / f"{self.index:06d}-{len(self.parts):04d}.parquet"
+                    writer = _open_writer(path)
+                    self.parts.append((str(path), 0))
+                writer.write_batch(batch, row_group_size=max(batch.num_rows, 1))
+                rows += batch.num_rows
+            except Exception as err:  # reported by close(); the capture is then dropped whole
+                self.error = err
+                if item is None:
+                    return
+
+
 def ingest_capture(task: CaptureTask) -> CaptureResult:
     """Read one capture into staged part files; errors are recorded, good rows are kept."""
     start = time.perf_counter()
     res = CaptureResult(task.index)
-    stage = Path(task.stage_dir)
-    writer: pq.ParquetWriter | None = None
-    part_path: Path | None = None
-    part_rows = 0
-    last_ts = None
+    sink = PartSink(Path(task.stage_dir), task.index)
     reader = CaptureReader(task.src, task.batch_rows)
-
-    def close_part() -> None:
-        nonlocal writer, part_rows
-        if writer is not None:
-            writer.close()
-            res.parts.append((str(part_path), part_rows))
-            writer, part_rows = None, 0
-
+    last_ts = None
     try:
         for batch in reader.batches():
             n = batch.num_rows
@@ -153,19 +200,14 @@ def ingest_capture(task: CaptureTask) -> CaptureResult:
             if n > 1 and not bool(np.all(ts[1:] >= ts[:-1])):
                 batch = batch.take(pc.sort_indices(batch.column(0)))
                 ts = batch.column(0).to_numpy()
-            if writer is not None and last_ts is not None and ts[0] < last_ts:
-                close_part()  # out of order across batches: a new sorted file
-            if writer is None:
-                part_path = stage / f"{task.index:06d}-{len(res.parts):04d}.parquet"
-                writer = _open_writer(part_path)
-            writer.write_batch(batch, row_group_size=max(n, 1))
-            part_rows += n
+            # a batch that starts before the previous one ended opens a new (sorted) file
+            sink.put(batch, new_part=last_ts is not None and ts[0] < last_ts)
             last_ts = int(ts[-1])
             res.packets += n
             res.bytes += int(pc.sum(batch.column(1)).as_py())
-            lo, hi = int(ts[0]), int(ts[-1])
+            lo = int(ts[0])
             res.first_ts_ns = lo if res.first_ts_ns is None else min(res.first_ts_ns, lo)
-            res.last_ts_ns = hi if res.last_ts_ns is None else max(res.last_ts_ns, hi)
+            res.last_ts_ns = last_ts if res.last_ts_ns is None else max(res.last_ts_ns, last_ts)
             _count_addresses(batch.column(6), res.ip_counts, 0)
             _count_addresses(batch.column(7), res.ip_counts, 1)
             _report(task.index, int(pc.sum(batch.column(2)).as_py()) + 16 * n, n)
@@ -173,17 +215,16 @@ def ingest_capture(task: CaptureTask) -> CaptureResult:
         res.error = f"{err.reason}" + (f" at byte offset {err.offset}" if err.offset is not None else "")
     except OSError as err:
         res.error = f"cannot read: {err.strerror or err}"
-    finally:
-        try:
-            close_part()
-        except OSError as err:
-            res.error = res.error or f"cannot write the Parquet part: {err.strerror or err}"
+    try:
+        res.parts = sink.close()
+        for path, _ in res.parts:
+            _fsync(path)
+    except OSError as err:  # disk full, staging removed: nothing of this capture is kept
+        res.error, res.parts, res.packets, res.bytes = str(err), [], 0, 0
     res.warnings = list(reader.warnings)
     if len(res.ip_counts) > TOP_ADDRESSES:
         top = sorted(res.ip_counts.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))[:TOP_ADDRESSES]
         res.ip_counts = dict(top)
-    for path, _ in res.parts:
-        _fsync(path)
     res.seconds = time.perf_counter() - start
     return res
 
