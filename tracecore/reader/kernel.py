@@ -329,20 +329,6 @@ def decode(buf, p, cap, orig, link, n, c8, c16, c32, cidx, tab, u_key, u_kind, s
     return True
 
 
-@njit(cache=True, inline="always")
-def _emit(buf, p, cap, orig, ts, iface, link, ts_col, c32f, c16f, c8, c16, c32, cidx, tab, u_key, u_kind, st):
-    n = st[N]
-    ts_col[n] = ts
-    c32f[0, n] = orig
-    c32f[1, n] = cap
-    c16f[0, n] = iface
-    c16f[1, n] = link
-    if not decode(buf, p, cap, orig, link, n, c8, c16, c32, cidx, tab, u_key, u_kind, st):
-        st[UNSUPPORTED] += 1
-    st[CAPBYTES] += cap
-    st[N] = n + 1
-
-
 @njit(cache=True)
 def pcap_records(
     buf,
@@ -366,16 +352,24 @@ def pcap_records(
     u_kind,
     st,
 ):
-    """Classic pcap records from `pos` until the batch is full or the buffer ends."""
+    """Classic pcap records from `pos` until the batch is full or the buffer ends.
+
+    Counters live in locals inside the loop (the compiler cannot keep `st` slots in
+    registers, since any column store might alias it) and go back to `st` on return.
+    """
     end = buf.shape[0]
     mult = 1 if nanos else 1000
+    n = st[N]
+    ts = st[LAST_TS]
+    capbytes = 0
+    unsupported = 0
     while True:
-        if st[N] >= nmax or st[NUNIQ] + 2 > umax:
-            return ST_FULL, pos
+        if n >= nmax or st[NUNIQ] + 2 > umax:
+            status = ST_FULL
+            break
         if pos + 16 > end:
-            return ST_NEED, pos
-        sec = _u32(buf, pos, big)
-        sub = _u32(buf, pos + 4, big)
+            status = ST_NEED
+            break
         cap = _u32(buf, pos + 8, big)
         orig = _u32(buf, pos + 12, big)
         if swapmode == 1 or (swapmode == 2 and cap > orig):
@@ -383,32 +377,27 @@ def pcap_records(
         if cap > limit:
             st[ERR] = ERR_CAPLEN
             st[ERR_VALUE] = cap
-            return ST_CORRUPT, pos
+            status = ST_CORRUPT
+            break
         if pos + 16 + cap > end:
-            return ST_NEED, pos
-        ts = sec * 1_000_000_000 + sub * mult
-        st[LAST_TS] = ts
-        _emit(
-            buf,
-            pos + 16,
-            cap,
-            orig,
-            ts,
-            0,
-            link,
-            ts_col,
-            c32f,
-            c16f,
-            c8,
-            c16,
-            c32,
-            cidx,
-            tab,
-            u_key,
-            u_kind,
-            st,
-        )
+            status = ST_NEED
+            break
+        ts = _u32(buf, pos, big) * 1_000_000_000 + _u32(buf, pos + 4, big) * mult
+        ts_col[n] = ts
+        c32f[0, n] = orig
+        c32f[1, n] = cap
+        c16f[0, n] = 0
+        c16f[1, n] = link
+        if not decode(buf, pos + 16, cap, orig, link, n, c8, c16, c32, cidx, tab, u_key, u_kind, st):
+            unsupported += 1
+        capbytes += cap
+        n += 1
         pos += 16 + cap
+    st[N] = n
+    st[LAST_TS] = ts
+    st[CAPBYTES] += capbytes
+    st[UNSUPPORTED] += unsupported
+    return status, pos
 
 
 @njit(cache=True, inline="always")
@@ -433,35 +422,44 @@ def _ts_ns(t, kind, factor, offset):
 def pcapng_blocks(
     buf, pos, big, ifs, n_if, nmax, umax, ts_col, c32f, c16f, c8, c16, c32, cidx, tab, u_key, u_kind, st
 ):
-    """pcapng blocks of one section from `pos`; ifs rows: link, snaplen, ts kind, factor, offset."""
+    """pcapng blocks of one section from `pos`; ifs rows: link, snaplen, ts kind, factor, offset.
+
+    Counters are locals, as in `pcap_records`; `_stop` writes them back on every exit.
+    """
     end = buf.shape[0]
+    n = st[N]
+    ts = st[LAST_TS]
+    capbytes = 0
+    unsupported = 0
+    spb = 0
+    status = ST_NEED
     while True:
-        if st[N] >= nmax or st[NUNIQ] + 2 > umax:
-            return ST_FULL, pos
+        if n >= nmax or st[NUNIQ] + 2 > umax:
+            status = ST_FULL
+            break
         if pos + 12 > end:
-            return ST_NEED, pos
+            break
         btype = _u32(buf, pos, big)
         if btype == 0x0A0D0D0A:
-            return ST_META, pos
+            status = ST_META
+            break
         blen = _u32(buf, pos + 4, big)
         if blen < 12 or (blen & 3) != 0 or blen > MAX_BLOCK:
-            st[ERR] = ERR_BLOCKLEN
-            st[ERR_VALUE] = blen
-            return ST_CORRUPT, pos
+            status = _corrupt(st, ERR_BLOCKLEN, blen)
+            break
         if pos + blen > end:
-            return ST_NEED, pos
+            break
         trail = _u32(buf, pos + blen - 4, big)
         if trail != blen:
-            st[ERR] = ERR_TRAILER
-            st[ERR_VALUE] = trail
-            return ST_CORRUPT, pos
+            status = _corrupt(st, ERR_TRAILER, trail)
+            break
         if btype == 1:
-            return ST_META, pos
+            status = ST_META
+            break
         if btype == 6 or btype == 2:
             if blen < 32:
-                st[ERR] = ERR_SHORTBLOCK
-                st[ERR_VALUE] = blen
-                return ST_CORRUPT, pos
+                status = _corrupt(st, ERR_SHORTBLOCK, blen)
+                break
             if btype == 6:
                 ifid = _u32(buf, pos + 8, big)
             else:
@@ -469,69 +467,56 @@ def pcapng_blocks(
             cap = _u32(buf, pos + 20, big)
             orig = _u32(buf, pos + 24, big)
             if ifid >= n_if:
-                st[ERR] = ERR_IFACE
-                st[ERR_VALUE] = ifid
-                return ST_CORRUPT, pos
+                status = _corrupt(st, ERR_IFACE, ifid)
+                break
             if 28 + cap > blen - 4:
-                st[ERR] = ERR_OVERRUN
-                st[ERR_VALUE] = cap
-                return ST_CORRUPT, pos
+                status = _corrupt(st, ERR_OVERRUN, cap)
+                break
             t = (_u32(buf, pos + 12, big) << 32) | _u32(buf, pos + 16, big)
             ts = _ts_ns(t, ifs[ifid, 2], ifs[ifid, 3], ifs[ifid, 4])
-            st[LAST_TS] = ts
             link = ifs[ifid, 0]
-            _emit(
-                buf,
-                pos + 28,
-                cap,
-                orig,
-                ts,
-                ifid,
-                link,
-                ts_col,
-                c32f,
-                c16f,
-                c8,
-                c16,
-                c32,
-                cidx,
-                tab,
-                u_key,
-                u_kind,
-                st,
-            )
+            ts_col[n] = ts
+            c32f[0, n] = orig
+            c32f[1, n] = cap
+            c16f[0, n] = ifid
+            c16f[1, n] = link
+            if not decode(buf, pos + 28, cap, orig, link, n, c8, c16, c32, cidx, tab, u_key, u_kind, st):
+                unsupported += 1
+            capbytes += cap
+            n += 1
         elif btype == 3:
             if n_if == 0:
-                st[ERR] = ERR_NOIFACE
-                st[ERR_VALUE] = 0
-                return ST_CORRUPT, pos
+                status = _corrupt(st, ERR_NOIFACE, 0)
+                break
             if blen < 16:
-                st[ERR] = ERR_SHORTBLOCK
-                st[ERR_VALUE] = blen
-                return ST_CORRUPT, pos
+                status = _corrupt(st, ERR_SHORTBLOCK, blen)
+                break
             orig = _u32(buf, pos + 8, big)
             cap = min(orig, blen - 16)
             if ifs[0, 1] > 0:
                 cap = min(cap, ifs[0, 1])
-            st[SPB] += 1
-            _emit(
-                buf,
-                pos + 12,
-                cap,
-                orig,
-                st[LAST_TS],
-                0,
-                ifs[0, 0],
-                ts_col,
-                c32f,
-                c16f,
-                c8,
-                c16,
-                c32,
-                cidx,
-                tab,
-                u_key,
-                u_kind,
-                st,
-            )
+            link = ifs[0, 0]
+            ts_col[n] = ts  # no timestamp in an SPB: carry the previous packet's
+            c32f[0, n] = orig
+            c32f[1, n] = cap
+            c16f[0, n] = 0
+            c16f[1, n] = link
+            if not decode(buf, pos + 12, cap, orig, link, n, c8, c16, c32, cidx, tab, u_key, u_kind, st):
+                unsupported += 1
+            capbytes += cap
+            spb += 1
+            n += 1
         pos += blen
+    st[N] = n
+    st[LAST_TS] = ts
+    st[CAPBYTES] += capbytes
+    st[UNSUPPORTED] += unsupported
+    st[SPB] += spb
+    return status, pos
+
+
+@njit(cache=True, inline="always")
+def _corrupt(st, code, value):
+    st[ERR] = code
+    st[ERR_VALUE] = value
+    return ST_CORRUPT
