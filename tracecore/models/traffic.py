@@ -134,7 +134,7 @@ def _sizes_by_name(df: pl.DataFrame, model_sizes: dict[str, float] | None) -> pl
 
 RUNS_SQL = """
 SELECT d.run, d.mb_per_step, d.steps, m.grad_bytes, m.framework, m.model, m.backend,
-       m.batch_size, m.topology, m.loss_pct
+       m.batch_size, m.topology, m.loss_pct, m.path
 FROM data_per_step AS d
 JOIN run_meta AS m USING (run)
 ORDER BY d.run
@@ -155,7 +155,7 @@ def load_runs(data_dir: Any, *, include_loss: bool = False) -> pl.DataFrame:
 
     con = open_catalog(data_dir)
     try:
-        table = con.execute(RUNS_SQL).pl()
+        table = pl.from_arrow(con.sql(RUNS_SQL).to_arrow_table())
     except duckdb.CatalogException as err:
         raise DatasetError(
             f"{data_dir}: the catalog lacks what the traffic model reads ({str(err).splitlines()[0]}); "
@@ -165,9 +165,34 @@ def load_runs(data_dir: Any, *, include_loss: bool = False) -> pl.DataFrame:
         con.close()
     if not include_loss:
         table = table.filter(pl.col("loss_pct").fill_null(0.0) == 0.0)
+    if table["grad_bytes"].null_count():
+        from_toml = [
+            g if g is not None else _grad_bytes_of_run(p)
+            for g, p in zip(table["grad_bytes"], table["path"], strict=True)
+        ]
+        table = table.with_columns(pl.Series("grad_bytes", from_toml, dtype=pl.Int64))
     if table.height == 0:
         raise ModelFitError(f"{data_dir}: no run with logged training steps and packets in data_per_step")
     return table
+
+
+def _grad_bytes_of_run(path: str | None) -> int | None:
+    """Gradient bytes per step from the run folder's `run.toml` (bench/runners write `[model]
+    gradient_bytes`, or `n_params` of fp32), when the catalog's metadata does not carry them."""
+    import tomllib
+    from pathlib import Path
+
+    if not path:
+        return None
+    try:
+        model = tomllib.loads((Path(path) / "run.toml").read_text()).get("model", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    if isinstance(model.get("gradient_bytes"), int):
+        return model["gradient_bytes"]
+    if isinstance(model.get("n_params"), int):
+        return model["n_params"] * BYTES_PER_PARAM
+    return None
 
 
 def _design(df: pl.DataFrame, levels: dict[str, list[str]]) -> tuple[np.ndarray, list[str]]:
