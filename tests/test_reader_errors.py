@@ -12,7 +12,7 @@ import pytest
 import zstandard
 
 from tracecore.errors import CaptureError, NotACaptureError, UsageError
-from tracecore.reader import CaptureReader, read_batches, read_capture
+from tracecore.reader import CaptureReader, read_batches, read_capture, source
 from tracecore.schema import PACKET_SCHEMA
 
 HTTP = "dpkt__http.pcap"  # 43 Ethernet/IPv4/TCP packets, little-endian µs pcap
@@ -207,3 +207,25 @@ def test_pcap_lengths_swapped_before_v2_3(tmp_path: Path, minor: int, stored: tu
     table = read_capture(path)
     assert (table.column("cap_len")[0].as_py(), table.column("frame_len")[0].as_py()) == (60, 1500)
     assert table.column("ts_ns")[0].as_py() == 1_000_002_000
+
+
+@pytest.mark.parametrize("segment", [64, 1000, 4096])
+def test_small_windows_give_the_same_rows(
+    monkeypatch: pytest.MonkeyPatch, corpus_dir: Path, tmp_path: Path, segment: int
+) -> None:
+    """Records that straddle window ends (and windows smaller than a record) change nothing,
+    for memory-mapped and for decompressed input."""
+    for name in (HTTP, MULTI, "tcpdump__kday2_pre-eabcd87.pcap"):
+        whole = CaptureReader(corpus_dir / name)
+        want = rows_of(list(whole.batches()))
+        packed = tmp_path / f"{name}.gz"
+        packed.write_bytes(gzip.compress((corpus_dir / name).read_bytes()))
+        monkeypatch.setattr(source, "SEGMENT", segment)
+        monkeypatch.setattr(source, "CHUNK", segment)
+        for path in (corpus_dir / name, packed):
+            small = CaptureReader(path, batch_rows=5)
+            assert rows_of(list(small.batches())) == want
+            assert [w.replace(str(path), "F") for w in small.warnings] == [
+                w.replace(str(corpus_dir / name), "F") for w in whole.warnings
+            ]
+        monkeypatch.undo()
