@@ -137,6 +137,10 @@ def scaling(
         list[Path] | None,
         typer.Option("--wandb", help="wandb history export(s), runs named ..._batch_size_<B>_<N>gpus."),
     ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="Dataset directory: captured runs, with measured wire bytes per worker."),
+    ] = None,
     epoch: Annotated[
         int, typer.Option(help="Epoch timed in wandb histories (seed 002: 1, after warm-up).")
     ] = 1,
@@ -154,23 +158,30 @@ def scaling(
     from tracecore.models import scaling as sc
     from tracecore.models import seed002
 
-    sources = sum([times is not None, from_seed002, bool(wandb)])
+    sources = sum([times is not None, from_seed002, bool(wandb), data is not None])
     if sources != 1:
-        raise UsageError("give exactly one input: a times CSV, --from-seed002, or --wandb FILE")
+        raise UsageError("give exactly one input: a times CSV, --from-seed002, --wandb FILE or --data DIR")
+    if data is not None:
+        result = sc.scaling_table(sc.inputs_from_catalog(data), bytes_per_param=bytes_per_param)
+        _emit([("Captured runs: ring all-reduce model beside the measured wire bytes", result)], fmt)
+        _figure(sc.chart(result), figure)
+        return
     if from_seed002:
-        data = seed002.epoch_times()
+        table = seed002.epoch_times()
         n_params = n_params or seed002.N_PARAMS
         dataset_size = dataset_size or seed002.DATASET_SIZE
     elif wandb:
         import polars as pl
 
-        data = pl.concat([sc.epoch_times_from_wandb(_wandb_history(p), epoch=epoch) for p in wandb])
+        table = pl.concat([sc.epoch_times_from_wandb(_wandb_history(p), epoch=epoch) for p in wandb])
     else:
-        data = _read_csv(times)
-    if n_params is None or (dataset_size is None and "iters" not in data.columns):
+        table = _read_csv(times)
+    if (n_params is None and "n_params" not in table.columns) or (
+        dataset_size is None and "iters" not in table.columns
+    ):
         raise UsageError("--n-params is required, and --dataset-size unless the CSV has an iters column")
     result = sc.scaling_table(
-        data, n_params=n_params, dataset_size=dataset_size or 0, bytes_per_param=bytes_per_param
+        table, n_params=n_params, dataset_size=dataset_size or 0, bytes_per_param=bytes_per_param
     )
     _emit(_scaling_tables(result, bytes_per_param), fmt)
     _figure(sc.chart(result), figure)

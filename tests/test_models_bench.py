@@ -86,6 +86,22 @@ def test_traffic_model_on_bench_runs(dataset: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_scaling_puts_measured_wire_bytes_beside_the_ring_model(dataset: Path) -> None:
+    result = runner.invoke(app, ["model", "scaling", "--data", str(dataset), "-f", "json"])
+    assert result.exit_code == 0, result.output
+    (rows,) = json.loads(result.stdout).values()
+    assert len(rows) == NORMAL_RUNS
+    for row in rows:
+        # 4 workers, 8 steps per epoch: model bytes = 8 · 2 · (4 · n_params) · 3/4 per worker.
+        assert row["gpus"] == 4
+        assert row["allreduce_bytes"] == 8 * 2 * 4 * row["n_params"] * 3 / 4
+        # The wire adds Ethernet/IP/TCP headers and ACKs: a few % to ~25 % for the smallest model.
+        assert 1.0 < row["wire_over_model"] < 1.3, row["run"]
+        assert row["wire_gbit_s_over_epoch"] > 0
+        assert row["strong_speedup"] is None  # no 1-worker runs to compare with
+
+
+@pytest.mark.slow
 def test_traffic_model_keeps_loss_runs_on_request(dataset: Path) -> None:
     result = runner.invoke(app, ["model", "traffic", "--data", str(dataset), "--include-loss", "-f", "json"])
     assert result.exit_code == 0, result.output

@@ -110,15 +110,25 @@ def test_superlinear_speedup_has_no_bandwidth_rather_than_a_negative_one() -> No
     assert two["bandwidth_gbit_s"] is None
 
 
-def test_missing_baseline_and_columns_are_refused() -> None:
-    with pytest.raises(ModelFitError, match=r"batch size\(s\) \[128\] have no 1-GPU"):
-        scaling.scaling_table(
-            pl.DataFrame({"gpus": [1, 2], "batch_size": [64, 128], "epoch_time_s": [1.0, 1.0]}),
-            n_params=1,
-            dataset_size=1,
-        )
+def test_without_a_baseline_ratios_are_null_but_volumes_stay() -> None:
+    out = scaling.scaling_table(
+        pl.DataFrame({"gpus": [1, 2], "batch_size": [64, 128], "epoch_time_s": [1.0, 1.0]}),
+        n_params=10,
+        dataset_size=1280,
+    )
+    two = out.filter(pl.col("gpus") == 2).row(0, named=True)
+    assert (two["strong_speedup"], two["communication_s"], two["bandwidth_gbit_s"]) == (None, None, None)
+    assert two["allreduce_params"] == 10 * 2 * (1 / 2) * 10  # 2·n·(P−1)/P × ceil(1280/128) iterations
+
+
+def test_missing_columns_and_sizes_are_refused() -> None:
     with pytest.raises(UsageError, match="lacks column"):
         scaling.scaling_table(pl.DataFrame({"gpus": [1]}), n_params=1, dataset_size=1)
+    times = pl.DataFrame({"gpus": [1], "batch_size": [8], "epoch_time_s": [1.0]})
+    with pytest.raises(UsageError, match="n_params"):
+        scaling.scaling_table(times, dataset_size=80)
+    with pytest.raises(UsageError, match="iters column"):
+        scaling.scaling_table(times, n_params=1)
 
 
 def test_epoch_time_from_wandb_history_as_seed_002_measures_it() -> None:

@@ -38,16 +38,18 @@ def ring_allreduce_elements(n_elements: float, processes: int) -> float:
 def scaling_table(
     times: pl.DataFrame,
     *,
-    n_params: int,
-    dataset_size: int,
+    n_params: int | None = None,
+    dataset_size: int = 0,
     bytes_per_param: int = 4,
 ) -> pl.DataFrame:
     """One row per (gpus, batch_size) with speedups, the compute/communication split and bandwidth.
 
     `times` needs `gpus`, `batch_size`, `epoch_time_s`; optional `iters` (iterations per epoch,
     default `ceil(dataset_size / batch_size)` as in seed 002, where DataParallel's batch is global)
-    and `wire_bytes` (measured bytes one process sent in that epoch, from the capture).
-    Every batch size needs a 1-GPU time, the baseline of all ratios.
+    `n_params` (per-row gradient elements, else the keyword) and `wire_bytes` (measured bytes one
+    process sent in that epoch, from the capture). Ratios and the compute/communication split need
+    the 1-GPU time of the same batch size; without it they are null while the all-reduce volume and
+    the measured bytes are still reported.
     """
     import polars as pl
 
@@ -64,22 +66,28 @@ def scaling_table(
         pl.col("epoch_time_s").cast(pl.Float64),
     )
     if "iters" not in df.columns:
+        if dataset_size <= 0:
+            raise UsageError("scaling: give dataset_size or an iters column (iterations per epoch)")
         df = df.with_columns(
             pl.col("batch_size")
             .map_elements(lambda b: math.ceil(dataset_size / b), return_dtype=pl.Int64)
             .alias("iters")
         )
     base = df.filter(pl.col("gpus") == 1).select("batch_size", pl.col("epoch_time_s").alias("t1_s"))
-    lacking = sorted(set(df["batch_size"].to_list()) - set(base["batch_size"].to_list()))
-    if lacking:
-        raise ModelFitError(f"scaling: batch size(s) {lacking} have no 1-GPU epoch time to compare with")
     if base["batch_size"].n_unique() != base.height:
         raise ModelFitError(
             "scaling: more than one 1-GPU time for a batch size; give one row per configuration"
         )
 
+    if "n_params" not in df.columns:
+        if n_params is None:
+            raise UsageError("scaling: give the gradient size (n_params) for the all-reduce model")
+        df = df.with_columns(pl.lit(n_params).alias("n_params"))
     elements = (
-        pl.lit(2.0 * n_params) * (pl.col("gpus") - 1).cast(pl.Float64) / pl.col("gpus").cast(pl.Float64)
+        2.0
+        * pl.col("n_params").cast(pl.Float64)
+        * (pl.col("gpus") - 1).cast(pl.Float64)
+        / pl.col("gpus").cast(pl.Float64)
     ) * pl.col("iters").cast(pl.Float64)
     comm = pl.col("communication_s")
     usable = (pl.col("gpus") > 1) & (comm > 0)
@@ -108,6 +116,67 @@ def scaling_table(
             .alias("wire_over_model"),
         )
     return out.sort("gpus", "batch_size")
+
+
+CATALOG_SQL = """
+WITH counts AS (
+    SELECT run, count(*) FILTER (WHERE type = 'Batch') AS batches,
+           count(*) FILTER (WHERE type = 'Epoch') AS epochs
+    FROM train_log GROUP BY run
+),
+ep AS (SELECT run, id, ts_ns FROM train_log WHERE type = 'Epoch')
+SELECT m.run, m.n_workers AS gpus, m.batch_size, m.grad_bytes, m.path,
+       c.batches // c.epochs AS iters,
+       (e1.ts_ns - e0.ts_ns) / 1e9 AS epoch_time_s,
+       d.rank_bytes_per_step * (c.batches // c.epochs) AS wire_bytes
+FROM run_meta AS m
+JOIN counts AS c ON c.run = m.run AND c.epochs >= 2
+JOIN ep AS e0 ON e0.run = m.run AND e0.id = 0
+JOIN ep AS e1 ON e1.run = m.run AND e1.id = 1
+LEFT JOIN data_per_step AS d ON d.run = m.run
+WHERE coalesce(m.loss_pct, 0) = 0
+ORDER BY gpus, m.batch_size, m.run
+"""
+
+
+def inputs_from_catalog(data_dir: Any) -> pl.DataFrame:
+    """Per captured run: GPUs (workers), batch size, second-epoch time, iterations and wire bytes.
+
+    As seed 002, the first epoch is warm-up: the time is Epoch 1's log timestamp minus Epoch 0's.
+    `wire_bytes` is the mean frame bytes one worker sent per step (`data_per_step`) × iterations,
+    and `n_params` the gradient bytes / 4 (catalog or the run's run.toml). Runs with packet loss
+    and runs of a single epoch are left out.
+    """
+    import duckdb
+    import polars as pl
+
+    from tracecore.errors import DatasetError
+    from tracecore.ingest.catalog import open_catalog
+    from tracecore.models.runmeta import BYTES_PER_PARAM, grad_bytes_of_run
+
+    con = open_catalog(data_dir)
+    try:
+        table = pl.from_arrow(con.sql(CATALOG_SQL).to_arrow_table())
+    except duckdb.CatalogException as err:
+        raise DatasetError(
+            f"{data_dir}: the catalog lacks what the scaling model reads ({str(err).splitlines()[0]})"
+        ) from None
+    finally:
+        con.close()
+    if table.height == 0:
+        raise ModelFitError(f"{data_dir}: no loss-free run with two logged epochs")
+    grad = [
+        g if g is not None else grad_bytes_of_run(p)
+        for g, p in zip(table["grad_bytes"], table["path"], strict=True)
+    ]
+    if any(g is None for g in grad):
+        missing = [r for r, g in zip(table["run"], grad, strict=True) if g is None]
+        raise ModelFitError(
+            f"scaling: gradient size unknown for {', '.join(missing)} (no grad_bytes, no run.toml)"
+        )
+    return table.with_columns(
+        pl.Series("n_params", [g // BYTES_PER_PARAM for g in grad], dtype=pl.Int64)
+    ).drop("grad_bytes", "path")
 
 
 def seed_wide(result: pl.DataFrame, value: str) -> pl.DataFrame:
@@ -153,8 +222,15 @@ def epoch_times_from_wandb(history: pl.DataFrame, *, epoch: int = 1) -> pl.DataF
 
 
 def chart(result: pl.DataFrame) -> Any:
-    """Epoch time split into compute and communication, one panel per batch size, bars per GPU count."""
+    """Epoch time split into compute and communication, one panel per batch size, bars per GPU count.
+
+    Without 1-GPU baselines (captured multi-worker runs only) there is no split to draw; the chart
+    then compares the ring all-reduce model's bytes with the measured wire bytes per run.
+    """
     import altair as alt
+
+    if result["compute_s"].null_count() == result.height and "wire_bytes" in result.columns:
+        return _bytes_chart(result)
 
     long = result.select("gpus", "batch_size", "compute_s", "communication_s").unpivot(
         index=["gpus", "batch_size"], variable_name="part", value_name="seconds"
@@ -170,4 +246,24 @@ def chart(result: pl.DataFrame) -> Any:
             tooltip=["gpus", "batch_size", "part", alt.Tooltip("seconds:Q", format=".2f")],
         )
         .properties(width=120, height=220, title="Epoch time: compute T(1)/N and communication T(N) − T(1)/N")
+    )
+
+
+def _bytes_chart(result: pl.DataFrame) -> Any:
+    import altair as alt
+
+    label = "run" if "run" in result.columns else "gpus"
+    long = result.select(label, "allreduce_bytes", "wire_bytes").unpivot(
+        index=[label], variable_name="bytes", value_name="per_process_per_epoch"
+    )
+    return (
+        alt.Chart(long.to_pandas())
+        .mark_bar()
+        .encode(
+            y=alt.Y(f"{label}:N", title=None),
+            x=alt.X("per_process_per_epoch:Q", title="bytes per process per epoch"),
+            yOffset="bytes:N",
+            color=alt.Color("bytes:N", title=None),
+        )
+        .properties(width=420, title="Ring all-reduce model 2·S·(P−1)/P·iters vs measured wire bytes")
     )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracecore.errors import ModelFitError
+from tracecore.models.runmeta import BYTES_PER_PARAM, grad_bytes_of_run
 
 if TYPE_CHECKING:
     import polars as pl
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 # Sizes the paper uses (seed 000 cell 39: MB of the saved model); others come from the input or the user.
 KNOWN_MODEL_SIZE_MB = {"mobilenetv2": 14.0, "densenet201": 80.0, "resnet50": 98.0, "resnet101": 171.0}
 CATEGORICAL = ("framework_backend", "batch_size", "topology")
-BYTES_PER_PARAM = 4
 TOLERANCE = 1e-9
 
 
@@ -167,32 +167,13 @@ def load_runs(data_dir: Any, *, include_loss: bool = False) -> pl.DataFrame:
         table = table.filter(pl.col("loss_pct").fill_null(0.0) == 0.0)
     if table["grad_bytes"].null_count():
         from_toml = [
-            g if g is not None else _grad_bytes_of_run(p)
+            g if g is not None else grad_bytes_of_run(p)
             for g, p in zip(table["grad_bytes"], table["path"], strict=True)
         ]
         table = table.with_columns(pl.Series("grad_bytes", from_toml, dtype=pl.Int64))
     if table.height == 0:
         raise ModelFitError(f"{data_dir}: no run with logged training steps and packets in data_per_step")
     return table
-
-
-def _grad_bytes_of_run(path: str | None) -> int | None:
-    """Gradient bytes per step from the run folder's `run.toml` (bench/runners write `[model]
-    gradient_bytes`, or `n_params` of fp32), when the catalog's metadata does not carry them."""
-    import tomllib
-    from pathlib import Path
-
-    if not path:
-        return None
-    try:
-        model = tomllib.loads((Path(path) / "run.toml").read_text()).get("model", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    if isinstance(model.get("gradient_bytes"), int):
-        return model["gradient_bytes"]
-    if isinstance(model.get("n_params"), int):
-        return model["n_params"] * BYTES_PER_PARAM
-    return None
 
 
 def _design(df: pl.DataFrame, levels: dict[str, list[str]]) -> tuple[np.ndarray, list[str]]:
