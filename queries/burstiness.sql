@@ -2,9 +2,10 @@
 --
 -- Why: the paper plots 10 ms means; a link that is idle 90% of the time and saturated the rest
 -- shows a flat 10% there. The same bytes binned at 100 µs, 1 ms, 10 ms and 100 ms show how the
--- peak rate falls as bins widen while the mean stays put. Bins are anchored at the window start
--- and zero-filled (the mean divides by every bin of the window, empty or not). One pass over the
--- packets: bytes are binned at the greatest common divisor of the widths and rolled up.
+-- peak rate falls as bins widen while the mean stays put. Bins are multiples of the width since
+-- the Unix epoch (as in `link_util`), from the one holding the run's (window's) first packet to the
+-- one holding its last, and zero-filled: the mean divides by every bin, empty or not. One pass
+-- over the packets: bytes are binned at the greatest common divisor of the widths and rolled up.
 --
 -- Parameters:
 --   bins_ns  list of bin widths, ns (default [100000, 1000000, 10000000, 100000000])
@@ -24,24 +25,18 @@ CREATE OR REPLACE MACRO burstiness(bins_ns := [100000, 1000000, 10000000, 100000
 WITH
 widths AS (SELECT unnest(bins_ns)::BIGINT AS width),
 base AS (SELECT list_reduce(list_transform(bins_ns, lambda x: x::BIGINT), lambda a, b: gcd(a, b)) AS g),
-win AS (
-    SELECT run, lo_ns, hi_ns
-    FROM run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
-),
 fine AS (
-    SELECT p.run, p.src_ip, p.dst_ip, (p.ts_ns - w.lo_ns) // base.g AS k, sum(p.frame_len)::BIGINT AS bytes
-    FROM packets AS p
-    JOIN win AS w ON p.run = w.run
+    SELECT p.run, xor(hash(p.src_ip), hash(p.dst_ip) >> 1) AS pair, p.ts_ns // base.g AS k,
+           sum(p.frame_len)::BIGINT AS bytes
+    FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns) AS p
     CROSS JOIN base
-    WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.ts_ns >= w.lo_ns AND p.ts_ns < w.hi_ns
     GROUP BY ALL
 ),
+win AS (SELECT run, lo_ns, hi_ns FROM run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)),
 labelled AS (
-    SELECT f.run, s.worker AS src_worker, d.worker AS dst_worker, f.k, sum(f.bytes) AS bytes
+    SELECT f.run, wp.src_worker, wp.dst_worker, f.k, f.bytes
     FROM fine AS f
-    JOIN workers AS s ON s.run = f.run AND s.ip = f.src_ip
-    JOIN workers AS d ON d.run = f.run AND d.ip = f.dst_ip
-    GROUP BY ALL
+    JOIN worker_pairs AS wp ON wp.run = f.run AND wp.pair = f.pair
 ),
 rolled AS (
     SELECT l.run, l.src_worker, l.dst_worker, widths.width, (l.k * base.g) // widths.width AS kb, sum(l.bytes) AS bytes
@@ -52,7 +47,7 @@ rolled AS (
 ),
 stats AS (
     SELECT r.run, r.src_worker, r.dst_worker, r.width,
-           (any_value(w.hi_ns) - any_value(w.lo_ns) + r.width - 1) // r.width AS bins,
+           (any_value(w.hi_ns) - 1) // r.width - any_value(w.lo_ns) // r.width + 1 AS bins,
            count(*) AS busy_bins, sum(r.bytes) AS total, max(r.bytes) AS peak
     FROM rolled AS r
     JOIN win AS w ON w.run = r.run

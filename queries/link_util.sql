@@ -1,12 +1,17 @@
 -- Per directed worker pair: bytes and Gbit/s in contiguous, zero-filled time bins (Figs. 7, 9).
 --
 -- Semantics: the notebook's utilization.json (bytes per 1 ms per directed IP pair), then ×8/1e6,
--- a 10 ms resample and /10. Fixed here: bins are anchored at the window start (the run's first
--- packet unless from_ns is given) on integer UTC ns, not on row numbers of a local-time pivot
--- (the notebook placed row i at i ms whatever its timestamp, and a millisecond no pair covered was
--- missing rather than zero); every pair gets every bin from window start to end, zeros included.
--- Gbit/s = bytes·8 / bin_ns (bits per ns), so the last bin of a run, which is cut short by the
--- run's end, reads lower than the rate inside it.
+-- a 10 ms resample and /10. Fixed here: bins sit on integer UTC ns, not on row numbers of a
+-- local-time pivot (the notebook placed row i at i ms whatever its timestamp, and a millisecond
+-- no pair covered was missing rather than zero); every pair gets every bin from the run's first
+-- to its last packet (or the window's), zeros included, at any width down to 100 µs.
+-- Bins are aligned to multiples of bin_ns since the Unix epoch (pandas' resample default), so
+-- the bins of different widths nest; the first bin may start up to one bin before the run's first
+-- packet (t_s slightly negative) and the last may end after its last packet.
+-- Gbit/s = bytes·8 / bin_ns (bits per ns).
+-- Speed: one pass over ts_ns, frame_len, src_ip, dst_ip (+ run); an address pair is grouped by the
+-- combination of its two address hashes (computed once per Parquet dictionary entry, then one
+-- integer key instead of two strings) and labelled through `worker_pairs`, which holds the same key.
 --
 -- Parameters:
 --   bin_ns   bin width, ns (default 10 000 000 = 10 ms; 100 000 = 100 µs works)
@@ -16,44 +21,52 @@
 -- Columns:
 --   run, src_worker, dst_worker   directed pair (worker labels W1..Wn); only pairs with ≥ 1 packet
 --                                 between two workers in the window appear
---   bin_start_ns                  bin start, UTC ns
+--   bin_start_ns                  bin start, UTC ns (a multiple of bin_ns)
 --   bin_ns                        bin width, ns
 --   t_s                           bin start, seconds after the run's first packet
 --   bytes                         sum of frame_len (L2 frame bytes, headers included)
 --   gbps                          bytes·8 / bin_ns, Gbit/s
 CREATE OR REPLACE MACRO link_util(bin_ns := 10000000, runs := NULL, from_ns := NULL, to_ns := NULL) AS TABLE
 WITH
-win AS (
+binned AS (
+    -- one key per address pair: the two address hashes combined (see worker_pairs)
+    SELECT run, xor(hash(src_ip), hash(dst_ip) >> 1) AS pair, ts_ns // bin_ns::BIGINT AS k,
+           sum(frame_len)::BIGINT AS bytes, min(ts_ns) AS first_ns
+    FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)
+    GROUP BY run, pair, k
+),
+windowed AS (  -- only planned when a window is asked for (constant-false filter otherwise)
     SELECT run, start_ns, lo_ns, hi_ns
     FROM run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
+    WHERE from_ns IS NOT NULL OR to_ns IS NOT NULL
 ),
-binned AS (
-    SELECT p.run, p.src_ip, p.dst_ip, (p.ts_ns - w.lo_ns) // bin_ns::BIGINT AS k, sum(p.frame_len) AS bytes
-    FROM packets AS p
-    JOIN win AS w ON p.run = w.run
-    WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.ts_ns >= w.lo_ns AND p.ts_ns < w.hi_ns
-    GROUP BY ALL
+span AS (
+    SELECT b.run,
+           coalesce(any_value(w.start_ns), min(b.first_ns)) AS start_ns,
+           coalesce(any_value(w.lo_ns) // bin_ns::BIGINT, min(b.k)) AS k_lo,
+           coalesce((any_value(w.hi_ns) - 1) // bin_ns::BIGINT, max(b.k)) AS k_hi
+    FROM binned AS b
+    LEFT JOIN windowed AS w ON w.run = b.run
+    GROUP BY b.run
 ),
 labelled AS (
-    SELECT b.run, s.worker AS src_worker, d.worker AS dst_worker, b.k, sum(b.bytes)::BIGINT AS bytes
+    SELECT b.run, wp.src_worker, wp.dst_worker, b.k, b.bytes
     FROM binned AS b
-    JOIN workers AS s ON s.run = b.run AND s.ip = b.src_ip
-    JOIN workers AS d ON d.run = b.run AND d.ip = b.dst_ip
-    GROUP BY ALL
+    JOIN worker_pairs AS wp ON wp.run = b.run AND wp.pair = b.pair
 ),
 grid AS (
-    SELECT pr.run, pr.src_worker, pr.dst_worker, w.start_ns, w.lo_ns, g.k
+    SELECT pr.run, pr.src_worker, pr.dst_worker, sp.start_ns, g.k
     FROM (SELECT DISTINCT run, src_worker, dst_worker FROM labelled) AS pr
-    JOIN win AS w ON pr.run = w.run,
-    range(0, (w.hi_ns - w.lo_ns + bin_ns::BIGINT - 1) // bin_ns::BIGINT) AS g(k)
+    JOIN span AS sp ON sp.run = pr.run,
+    range(sp.k_lo, sp.k_hi + 1) AS g(k)
 )
 SELECT
     g.run,
     g.src_worker,
     g.dst_worker,
-    g.lo_ns + g.k * bin_ns::BIGINT AS bin_start_ns,
+    g.k * bin_ns::BIGINT AS bin_start_ns,
     bin_ns::BIGINT AS bin_ns,
-    (g.lo_ns - g.start_ns + g.k * bin_ns::BIGINT) / 1e9 AS t_s,
+    (g.k * bin_ns::BIGINT - g.start_ns) / 1e9 AS t_s,
     coalesce(l.bytes, 0)::BIGINT AS bytes,
     coalesce(l.bytes, 0) * 8.0 / bin_ns::BIGINT AS gbps
 FROM grid AS g

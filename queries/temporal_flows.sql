@@ -16,25 +16,17 @@
 --   flow_id                  1..n per run, in (src_ip, dst_ip, src_port, dst_port) order
 --   src_worker, dst_worker   worker labels; NULL for an address that is not a worker
 --   src_ip, dst_ip, src_port, dst_port
---   bin_start_ns             bin start, UTC ns
+--   bin_start_ns             bin start, UTC ns (a multiple of bin_ns)
 --   bin_ns                   bin width, ns
 --   t_s                      bin start, seconds after the run's first packet
 --   bytes                    sum of frame_len of the flow in the bin, bytes
 --   load                     bytes / the run's largest flow-bin bytes (0..1)
 CREATE OR REPLACE MACRO temporal_flows(bin_ns := 10000000000, runs := NULL, from_ns := NULL, to_ns := NULL) AS TABLE
 WITH
-win AS (
-    SELECT run, start_ns, lo_ns, hi_ns
-    FROM run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
-),
 binned AS (
-    SELECT p.run, p.src_ip, p.dst_ip, p.src_port, p.dst_port,
-           (p.ts_ns - w.lo_ns) // bin_ns::BIGINT AS k, sum(p.frame_len)::BIGINT AS bytes
-    FROM packets AS p
-    JOIN win AS w ON p.run = w.run
-    WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.ts_ns >= w.lo_ns AND p.ts_ns < w.hi_ns
-        AND p.ip_proto = 6 AND p.src_port IS NOT NULL AND p.dst_port IS NOT NULL
-        AND p.src_ip IS NOT NULL AND p.dst_ip IS NOT NULL
+    SELECT run, src_ip, dst_ip, src_port, dst_port, ts_ns // bin_ns::BIGINT AS k, sum(frame_len)::BIGINT AS bytes
+    FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)
+    WHERE ip_proto = 6 AND src_port IS NOT NULL AND dst_port IS NOT NULL AND src_ip IS NOT NULL AND dst_ip IS NOT NULL
     GROUP BY ALL
 ),
 flows AS (
@@ -43,16 +35,13 @@ flows AS (
     FROM binned
     GROUP BY run, src_ip, dst_ip, src_port, dst_port
 ),
-grid AS (
-    SELECT f.run, f.flow_id, f.src_ip, f.dst_ip, f.src_port, f.dst_port, g.k
-    FROM flows AS f, range(f.k0, f.k1 + 1) AS g(k)
-),
 filled AS (
-    SELECT g.*, coalesce(b.bytes, 0)::BIGINT AS bytes
-    FROM grid AS g
+    SELECT f.run, f.flow_id, f.src_ip, f.dst_ip, f.src_port, f.dst_port, g.k, coalesce(b.bytes, 0)::BIGINT AS bytes
+    FROM flows AS f
+    CROSS JOIN range(f.k0, f.k1 + 1) AS g(k)
     LEFT JOIN binned AS b
-        ON b.run = g.run AND b.src_ip = g.src_ip AND b.dst_ip = g.dst_ip
-        AND b.src_port = g.src_port AND b.dst_port = g.dst_port AND b.k = g.k
+        ON b.run = f.run AND b.src_ip = f.src_ip AND b.dst_ip = f.dst_ip
+        AND b.src_port = f.src_port AND b.dst_port = f.dst_port AND b.k = g.k
 )
 SELECT
     f.run,
@@ -63,13 +52,13 @@ SELECT
     f.dst_ip,
     f.src_port,
     f.dst_port,
-    w.lo_ns + f.k * bin_ns::BIGINT AS bin_start_ns,
+    f.k * bin_ns::BIGINT AS bin_start_ns,
     bin_ns::BIGINT AS bin_ns,
-    (w.lo_ns - w.start_ns + f.k * bin_ns::BIGINT) / 1e9 AS t_s,
+    (f.k * bin_ns::BIGINT - rb.start_ns) / 1e9 AS t_s,
     f.bytes,
     f.bytes / max(f.bytes) OVER (PARTITION BY f.run) AS load
 FROM filled AS f
-JOIN win AS w ON w.run = f.run
+JOIN run_bounds(runs := runs) AS rb ON rb.run = f.run
 LEFT JOIN workers AS s ON s.run = f.run AND s.ip = f.src_ip
 LEFT JOIN workers AS d ON d.run = f.run AND d.ip = f.dst_ip
 ORDER BY f.run, f.flow_id, bin_start_ns;
