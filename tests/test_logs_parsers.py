@@ -9,7 +9,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tracecore.errors import LogParseError
 from tracecore.logs import HEAD_BYTES, benchmark_output, detect_parser, horovod_timeline, loss_csv, wandb
 
 DATA = Path(__file__).parent / "data" / "logs"
@@ -111,10 +110,17 @@ def test_wandb_damaged_rows_are_counted(tmp_path: Path) -> None:
     assert _frame(parsed)["row"].n_unique() == 8  # 10 rows − 2 damaged; the inserted line is the 3rd bad one
 
 
-def test_wandb_header_only_is_an_error(tmp_path: Path) -> None:
-    path = _damaged(tmp_path, "h.csv", "_step,_runtime,_timestamp,loss\n")
-    with pytest.raises(LogParseError, match="no wandb history line could be parsed"):
-        wandb.parse(path)
+def test_wandb_header_only_is_an_empty_table_with_the_problem_reported(tmp_path: Path) -> None:
+    parsed = wandb.parse(_damaged(tmp_path, "h.csv", "_step,_runtime,_timestamp,loss\n"))
+    assert parsed.table.num_rows == 0
+    assert parsed.bad_lines == 1
+    assert parsed.first_bad == ["no wandb history line in the file"]
+
+
+def test_unreadable_file_raises_oserror_for_ingest_to_report(tmp_path: Path) -> None:
+    for parser in (wandb, horovod_timeline, benchmark_output, loss_csv):
+        with pytest.raises(FileNotFoundError):
+            parser.parse(tmp_path / "missing.log")
 
 
 # --- Horovod timeline ----------------------------------------------------------------------------
@@ -256,11 +262,16 @@ def test_benchmark_damaged_lines_are_counted_not_dropped(tmp_path: Path) -> None
     assert df.filter(pl.col("kind") == "iter")["step"].to_list() == [0, 2, 3]
 
 
-def test_benchmark_file_with_nothing_recognisable_is_an_error(tmp_path: Path) -> None:
+def test_benchmark_file_with_nothing_recognisable_is_empty_and_reported(tmp_path: Path) -> None:
     path = _damaged(tmp_path, "x.txt", "[1.2.3.4.10000::stdout] hello\n[1.2.3.4.10000::stdout] world\n")
     assert benchmark_output.detect(path.read_text())
-    with pytest.raises(LogParseError, match=r"no benchmark output line could be parsed \(2 unparseable\)"):
-        benchmark_output.parse(path)
+    parsed = benchmark_output.parse(path)
+    assert parsed.table.num_rows == 0
+    assert parsed.bad_lines == 2
+    assert parsed.first_bad == [
+        "line 1: [1.2.3.4.10000::stdout] hello",
+        "line 2: [1.2.3.4.10000::stdout] world",
+    ]
 
 
 # --- loss CSV ------------------------------------------------------------------------------------

@@ -132,7 +132,10 @@ def test_optimus_fit_on_a_real_ddp_log(tmp_path: Path) -> None:
     assert "vega" in figure.read_text()
 
 
-def test_optimus_fit_refuses_logs_without_loss() -> None:
+def test_optimus_fit_refuses_logs_without_loss(tmp_path: Path) -> None:
+    empty = tmp_path / "optimus_20_K80.csv"
+    empty.write_text("step,loss\n0,nan-ish\n")
+    assert "no loss_curve line could be parsed; line 2" in _fails(["model", "optimus", "fit", str(empty)], 3)
     assert "holds no loss curve" in _fails(["model", "optimus", "fit", str(DATA / "kungfu_resize.txt")], 3)
     assert "not a loss CSV" in _fails(["model", "optimus", "fit", str(DATA / "optimus_fits_seed003.csv")], 3)
 

@@ -2,6 +2,7 @@
 
 Not a parser itself (registers nothing). Every parser counts the lines it cannot read and keeps a few
 for the report, because a log silently shortened by a parser would bias every model fitted on it.
+Parsers never raise on content: the worst file is an empty table with its bad lines counted.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-
-from tracecore.errors import LogParseError
 
 MAX_EXAMPLES = 5
 NS_PER_S = Decimal(1_000_000_000)
@@ -22,12 +21,11 @@ MPIRUN_PREFIX = re.compile(r"^\[(?P<job>\d+),(?P<peer>\d+)\]<(?P<stream>stdout|s
 
 
 def read_lines(path: Path) -> list[str]:
-    """The file's lines without line ends; undecodable bytes become U+FFFD rather than an exception."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8", errors="replace")
-    except OSError as err:
-        raise LogParseError(f"{path}: cannot read: {err.strerror or err}") from None
-    return text.splitlines()
+    """The file's lines without line ends; undecodable bytes become U+FFFD rather than an exception.
+
+    An unreadable file raises OSError, which ingest reports per file (it keeps going with the rest).
+    """
+    return Path(path).read_bytes().decode("utf-8", errors="replace").splitlines()
 
 
 def seconds_to_ns(text: str) -> int:
@@ -64,8 +62,9 @@ class BadLines:
             self.examples.append(f"line {line_no}: {text[:160]}{reason}")
 
 
-def require_rows(path: Path, rows: int, bad: BadLines, kind: str) -> None:
-    """A file with no parseable row at all is an error, not an empty table."""
-    if rows == 0:
-        first = f"; first: {bad.examples[0]}" if bad.examples else ""
-        raise LogParseError(f"{path}: no {kind} line could be parsed ({bad.count} unparseable){first}")
+def note_empty(rows: int, bad: BadLines, kind: str) -> None:
+    """A file with no parseable row gives an empty table, never an exception (one odd file must not
+    stop an ingest); it is reported as one bad line when nothing else was."""
+    if rows == 0 and bad.count == 0:
+        bad.count = 1
+        bad.examples.append(f"no {kind} line in the file")

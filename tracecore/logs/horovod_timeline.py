@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 from tracecore.logs import PARSERS, LogParser, ParsedLog
-from tracecore.logs._common import BadLines, require_rows
+from tracecore.logs._common import BadLines, note_empty
 
 TABLE = "horovod_timeline"
 ANCHOR = "start_time_since_epoch_in_micros"
@@ -76,12 +76,7 @@ def _records(text: str, bad: BadLines):
 def parse(path: Path) -> ParsedLog:
     import pyarrow as pa
 
-    from tracecore.errors import LogParseError
-
-    try:
-        text = Path(path).read_bytes().decode("utf-8", errors="replace")
-    except OSError as err:
-        raise LogParseError(f"{path}: cannot read: {err.strerror or err}") from None
+    text = Path(path).read_bytes().decode("utf-8", errors="replace")
     bad = BadLines()
     anchor_us: int | None = None
     tensors: dict[int, str] = {}
@@ -110,7 +105,7 @@ def parse(path: Path) -> ParsedLog:
         elif ph == "E" and stack:
             stack.pop()
         events.append({"rec": rec, "name": name, "pid": pid, "ts": ts, "ph": ph})
-    require_rows(path, len(events), bad, "Horovod timeline event")
+    note_empty(len(events), bad, "Horovod timeline event")
 
     cols: dict[str, list] = {
         k: [] for k in ("tensor_id", "tensor", "ph", "name", "ts_us", "ts_ns", "dur_us", "args")

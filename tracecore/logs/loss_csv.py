@@ -13,7 +13,7 @@ import csv
 from pathlib import Path
 
 from tracecore.logs import PARSERS, LogParser, ParsedLog
-from tracecore.logs._common import BadLines, read_lines, require_rows, seconds_to_ns
+from tracecore.logs._common import BadLines, note_empty, read_lines, seconds_to_ns
 
 TABLE = "loss_curve"
 AXES = ("step", "epoch")
@@ -76,7 +76,7 @@ def parse(path: Path) -> ParsedLog:
         cols["epoch"].append(epoch)
         cols["loss"].append(loss)
         cols["ts_ns"].append(ts_ns)
-    require_rows(path, len(cols["line"]), bad, "loss curve")
+    note_empty(len(cols["line"]), bad, "loss curve")
     schema = pa.schema(
         [
             ("line", pa.int64()),

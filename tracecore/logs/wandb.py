@@ -19,12 +19,13 @@ import math
 from pathlib import Path
 
 from tracecore.logs import PARSERS, LogParser, ParsedLog
-from tracecore.logs._common import BadLines, read_lines, require_rows, seconds_to_ns
+from tracecore.logs._common import BadLines, note_empty, read_lines, seconds_to_ns
 
 TABLE = "wandb_history"
 SPECIAL = ("_step", "_timestamp", "_runtime")
 GROUP_SEP = " - "
 MISSING = {"", "nan", "NaN", "None", "null"}
+SCHEMA_NAMES = ("wandb_run", "row", "step", "ts_ns", "runtime_s", "key", "value", "text")
 
 
 def _header(head: str) -> list[str] | None:
@@ -74,14 +75,10 @@ def parse(path: Path) -> ParsedLog:
 
     lines = read_lines(path)
     bad = BadLines()
-    start = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if start is None:
-        require_rows(path, 0, bad, "wandb history")
-    fields = next(csv.reader([lines[start]]))
+    start = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
+    fields = next(csv.reader([lines[start]])) if start < len(lines) else []
     groups = _groups(fields)
-    cols: dict[str, list] = {
-        k: [] for k in ("wandb_run", "row", "step", "ts_ns", "runtime_s", "key", "value", "text")
-    }
+    cols: dict[str, list] = {name: [] for name in SCHEMA_NAMES}
     rows = 0
     for line_no, record in _records(lines, start + 1, bad):
         if len(record) != len(fields):
@@ -104,7 +101,7 @@ def parse(path: Path) -> ParsedLog:
                 cols["value"].append(value if value is not None and not math.isnan(value) else None)
                 cols["text"].append(raw if value is None else None)
         rows += 1
-    require_rows(path, rows, bad, "wandb history")
+    note_empty(rows, bad, "wandb history")
     schema = pa.schema(
         [
             ("wandb_run", pa.string()),

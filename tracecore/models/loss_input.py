@@ -27,7 +27,13 @@ def loss_points(path: Path, *, key: str | None = None) -> pl.DataFrame:
     parser = detect_parser(path)
     if parser is None:
         raise LogParseError(f"{path}: not a loss CSV, train_history.log or wandb history export")
-    parsed = parser.parse(path)
+    try:
+        parsed = parser.parse(path)
+    except OSError as err:
+        raise LogParseError(f"{path}: cannot read: {err.strerror or err}") from None
+    if parsed.table.num_rows == 0:
+        first = f"; {parsed.first_bad[0]}" if parsed.first_bad else ""
+        raise LogParseError(f"{path}: no {parser.table} line could be parsed{first}")
     table = pl.from_arrow(parsed.table)
     if parser.table == "loss_curve":
         return _from_loss_curve(table)
