@@ -21,7 +21,7 @@ from tracecore.errors import CaptureError, NotACaptureError
 from tracecore.reader import CaptureReader, oracle
 from tracecore.schema import PACKET_SCHEMA
 
-MUTATIONS = 600
+MUTATIONS = 2000
 BUDGET_S = 30.0
 WATCHDOG_S = 120
 

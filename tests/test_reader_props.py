@@ -13,7 +13,7 @@ from tests.strategies import COMPRESSORS, Capture, captures, pcap_files, pcapng_
 from tracecore.reader import CaptureReader
 from tracecore.schema import PACKET_SCHEMA
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def read_back(cap: Capture, suffix: str, batch_rows: int) -> tuple[list[dict], CaptureReader]:
@@ -43,7 +43,7 @@ def test_pcapng_round_trip(cap: Capture, batch_rows: int) -> None:
     assert rows == cap.rows
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(cap=captures(), suffix=st.sampled_from([".gz", ".xz", ".zst"]))
 def test_compressed_round_trip(cap: Capture, suffix: str) -> None:
     rows, reader = read_back(cap, suffix, 3)
