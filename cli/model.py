@@ -345,7 +345,10 @@ def optimus_time(
 @boundary
 def optimus_ridge(
     fits: Annotated[
-        Path, typer.Argument(help="CSV with depth,gpu,b0,b1,b2 (one fitted loss curve per row).")
+        list[Path],
+        typer.Argument(
+            help="CSV with depth,gpu,b0,b1,b2, or loss curves optimus_<depth>_<gpu>.csv to fit first."
+        ),
     ],
     predict: Annotated[
         list[str], typer.Option("--predict", help="DEPTH:GPU to predict b0..b2 for (repeat).")
@@ -353,6 +356,7 @@ def optimus_ridge(
     alpha: Annotated[
         float, typer.Option(help="Ridge regularisation (sklearn default 1.0, as seed 003).")
     ] = 1.0,
+    drop_tail: Annotated[int, typer.Option(help="Rows dropped from each curve's end (seed 003: 5).")] = 0,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Ridge regression of the loss-curve parameters b0..b2 on model depth and GPU type (seed 003)."""
@@ -366,8 +370,17 @@ def optimus_ridge(
         if not depth.strip().isdigit() or not gpu.strip():
             raise UsageError(f"--predict {item!r}: expected DEPTH:GPU, e.g. 50:K80")
         rows.append({"depth": int(depth), "gpu": gpu.strip()})
-    table = op.ridge_loss_params(_read_csv(fits), pl.DataFrame(rows), alpha=alpha)
-    _emit([("Ridge prediction of b0, b1, b2", table)], fmt)
+    curves = [p for p in fits if op.CURVE_NAME.search(p.name)]
+    if curves and len(curves) != len(fits):
+        raise UsageError("give either one fits CSV or loss curves named optimus_<depth>_<gpu>.csv, not both")
+    if not curves and len(fits) != 1:
+        raise UsageError("give one fits CSV (depth,gpu,b0,b1,b2)")
+    fitted = op.fits_from_curves(curves, drop_tail=drop_tail) if curves else _read_csv(fits[0])
+    table = op.ridge_loss_params(fitted, pl.DataFrame(rows), alpha=alpha)
+    tables = [("Ridge prediction of b0, b1, b2", table)]
+    if curves:
+        tables.append(("fitted loss curves", fitted))
+    _emit(tables, fmt)
 
 
 @model_app.command("traffic")

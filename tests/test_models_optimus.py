@@ -156,3 +156,24 @@ def test_ridge_refuses_an_unseen_gpu() -> None:
     fits = pl.read_csv(DATA / "optimus_fits_seed003.csv")
     with pytest.raises(ModelFitError, match="A100"):
         optimus.ridge_loss_params(fits, pl.DataFrame({"depth": [50], "gpu": ["A100"]}))
+
+
+def test_ridge_from_loss_curve_files_named_like_seed003(tmp_path: Path) -> None:
+    # Curves generated from known b's (seed 003's printed K80/P100 fits at depths 20 and 26).
+    truth = {
+        (20, "K80"): TRUE_B,
+        (20, "P100"): (0.000798, 0.567968, 0.198846),
+        (26, "k80"): (0.000891, 0.492385, 0.228858),
+    }
+    k = np.arange(0, 3000, 10)
+    paths = []
+    for (depth, gpu), (b0, b1, b2) in truth.items():
+        path = tmp_path / f"optimus_{depth}_{gpu}.csv"
+        loss = 1 / (b0 * k + b1) + b2
+        path.write_text("step,loss\n" + "\n".join(f"{s},{v!r}" for s, v in zip(k, loss, strict=True)) + "\n")
+        paths.append(path)
+    fits = optimus.fits_from_curves(paths)
+    assert fits.select("depth", "gpu").rows() == [(20, "K80"), (20, "P100"), (26, "K80")]
+    assert fits.row(2, named=True)["b1"] == pytest.approx(0.492385, rel=1e-6)
+    with pytest.raises(ModelFitError, match=r"optimus_<depth>_<gpu>\.csv"):
+        optimus.fits_from_curves([DATA / "loss_ddp_resnet8w8_b16.csv"])

@@ -18,6 +18,7 @@ seed 003:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -173,6 +174,40 @@ def ridge_loss_params(fits: pl.DataFrame, predict_for: pl.DataFrame, *, alpha: f
         model = Ridge(alpha=alpha).fit(x_fit, fits[param].cast(pl.Float64).to_numpy())
         out = out.with_columns(pl.Series(param, model.predict(x_new)))
     return out
+
+
+CURVE_NAME = re.compile(r"optimus_(?P<depth>\d+)_(?P<gpu>[A-Za-z0-9]+)\.csv$")
+
+
+def fits_from_curves(paths: list[Any], *, weighted: bool = False, drop_tail: int = 0) -> pl.DataFrame:
+    """Fit every `optimus_<depth>_<gpu>.csv` loss curve (seed 003's files) → depth, gpu, b0, b1, b2.
+
+    GPU names are upper-cased (the seed mixes `k80` and `K80`). Seed 003 drops the last 5 rows of each
+    file before fitting; `drop_tail=5` does the same.
+    """
+    import polars as pl
+
+    from tracecore.models.loss_input import loss_points
+
+    rows = []
+    for path in paths:
+        match = CURVE_NAME.search(str(path))
+        if match is None:
+            raise ModelFitError(f"{path}: name must be optimus_<depth>_<gpu>.csv to give depth and GPU type")
+        points = loss_points(path)
+        if drop_tail:
+            points = points.head(max(points.height - drop_tail, 0))
+        fit = fit_loss_curve(points["step"].to_numpy(), points["loss"].to_numpy(), weighted=weighted)
+        rows.append(
+            {
+                "depth": int(match["depth"]),
+                "gpu": match["gpu"].upper(),
+                "b0": fit.b0,
+                "b1": fit.b1,
+                "b2": fit.b2,
+            }
+        )
+    return pl.DataFrame(rows).sort("depth", "gpu")
 
 
 @dataclass(frozen=True)
