@@ -164,14 +164,14 @@ def network(draw: st.DrawFn) -> tuple[int, bytes, dict]:
 def packets(draw: st.DrawFn, link_types: tuple[int, ...] | None = None) -> Packet:
     """A frame of a random link type around a random network packet."""
     link = draw(
-        st.sampled_from(link_types or (1, 1, 113, 276, 101, 12, 14, 228, 229, 0, 108, LINK_UNDECODED))
+        st.sampled_from(link_types or (1, 1, 113, 276, 101, 12, 14, 228, 229, 0, 108, 9, LINK_UNDECODED))
     )
     etype, net, fields = draw(network())
     if link == 228 and etype != 0x0800:
         etype, net, fields = 0x0800, *draw(ipv4())
     if link == 229 and etype != 0x86DD:
         etype, net, fields = 0x86DD, *draw(ipv6())
-    if link in (12, 14, 101, 0, 108) and etype == 0x0806:
+    if link in (12, 14, 101, 0, 108, 9) and etype == 0x0806:
         etype, net, fields = 0x0800, *draw(ipv4())
     if link == 1:
         tags = draw(st.lists(st.sampled_from([0x8100, 0x88A8]), max_size=2))
@@ -185,6 +185,8 @@ def packets(draw: st.DrawFn, link_types: tuple[int, ...] | None = None) -> Packe
         frame = bytes(dpkt.sll2.SLL2(ethtype=etype, hdr=b"\x02" * 8, intindex=3)) + net
     elif link in (12, 14, 101, 228, 229):
         frame = net
+    elif link == 9:  # PPP in HDLC-like framing
+        frame = b"\xff\x03" + struct.pack(">H", 0x21 if etype == 0x0800 else 0x57) + net
     elif link in (0, 108):
         af = 2 if etype == 0x0800 else draw(st.sampled_from([10, 24, 28, 30]))
         frame = struct.pack("<I" if link == 0 else ">I", af) + net
@@ -228,7 +230,7 @@ def _row(pkt: Packet, ts_ns: int, interface: int, cap_len: int | None = None) ->
 def pcap_files(draw: st.DrawFn) -> Capture:
     """Classic pcap: either byte order, µs or ns magic, one link type."""
     big, nanos = draw(st.booleans()), draw(st.booleans())
-    link = draw(st.sampled_from((1, 113, 276, 101, 228, 229, 0, 108, LINK_UNDECODED)))
+    link = draw(st.sampled_from((1, 113, 276, 101, 228, 229, 0, 108, 9, LINK_UNDECODED)))
     pkts = draw(st.lists(packets((link,)), max_size=12))
     order = ">" if big else "<"
     out = struct.pack(order + "IHHiIII", 0xA1B23C4D if nanos else 0xA1B2C3D4, 2, 4, 0, 0, 262144, link)
@@ -295,7 +297,7 @@ def pcapng_files(draw: st.DrawFn) -> Capture:
         out += _block(order, 0x0A0D0D0A, struct.pack(order + "IHHq", 0x1A2B3C4D, 1, 0, -1))
         ifaces = []
         for _ in range(draw(st.integers(1, 3))):
-            link = draw(st.sampled_from((1, 113, 276, 101, 229, 0, LINK_UNDECODED)))
+            link = draw(st.sampled_from((1, 113, 276, 101, 229, 0, 108, 9, LINK_UNDECODED)))
             resol, offset = draw(tsresol()), draw(st.sampled_from([0, 0, 7, -3]))
             opts = b""
             if resol is not None:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.strategies import COMPRESSORS, Capture, captures, pcap_files, pcapng_files
-from tracecore.reader import CaptureReader
+from tracecore.reader import CaptureReader, oracle
 from tracecore.schema import PACKET_SCHEMA
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -22,9 +22,12 @@ def read_back(cap: Capture, suffix: str, batch_rows: int) -> tuple[list[dict], C
         path.write_bytes(COMPRESSORS[suffix](cap.data))
         reader = CaptureReader(path, batch_rows=batch_rows)
         batches = list(reader.batches())
+        oracle_rows = list(oracle.iter_rows(path))  # the independent dpkt reader agrees too
     for batch in batches:
         assert 0 < batch.num_rows <= batch_rows
-    return pa.Table.from_batches(batches, schema=PACKET_SCHEMA).to_pylist(), reader
+    rows = pa.Table.from_batches(batches, schema=PACKET_SCHEMA).to_pylist()
+    assert rows == oracle_rows
+    return rows, reader
 
 
 @SETTINGS

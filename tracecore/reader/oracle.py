@@ -233,6 +233,11 @@ def _network_start(link: int, buf: bytes) -> tuple[int, bytes] | None:
         rest = buf[4:]
     elif link == 104 and len(buf) >= 4:
         etype, rest = struct.unpack_from(">H", buf, 2)[0], buf[4:]
+    elif link in (9, 50):
+        body = buf[2:] if buf[:2] == b"\xff\x03" else buf
+        if len(body) >= 2:
+            ppp = dpkt.ppp.PPP(b"\xff\x03" + body[:2] + bytes(40))  # dpkt reads the protocol
+            etype, rest = {0x21: 0x0800, 0x57: 0x86DD}.get(ppp.p), body[2:]
     if etype == 0x0800:
         return 4, rest
     if etype == 0x86DD:
