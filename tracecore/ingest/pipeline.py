@@ -55,7 +55,10 @@ def ingest(
     """
     start = time.perf_counter()
     out = Path(out) if out is not None else default_data_dir()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DatasetError(f"{out}: cannot create the dataset directory: {err.strerror or err}") from err
     out = out.resolve()
     jobs = jobs or os.cpu_count() or 1
     found = discover([Path(p) for p in paths])

@@ -1,0 +1,136 @@
+"""Run names, capture file names, run.toml and train_history.log: the small parsers ingest relies on."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.test_ingest_support import copy_run
+from tracecore.ingest import ingest, open_catalog
+from tracecore.ingest.discover import discover, worker_key
+from tracecore.ingest.runname import parse_run_name
+from tracecore.logs import detect_parser
+from tracecore.sample import sample_run
+
+
+@pytest.mark.parametrize(
+    ("name", "expect"),
+    [
+        ("horovod-resnet50-adam-64-mpi-0-ring", ("horovod", "resnet50", "adam", 64, "mpi", 0.0, "ring")),
+        (
+            "tensorflow-densenet201-adam-512-grpc_nccl-0.05-ring",
+            ("tensorflow", "densenet201", "adam", 512, "grpc_nccl", 0.05, "ring"),
+        ),
+        (
+            "tf_sync-mobilenetv2-adam-64-grpc_nccl-loss_0.1-ring",
+            ("tf_sync", "mobilenetv2", "adam", 64, "grpc_nccl", 0.1, "ring"),
+        ),
+        (
+            "horovod-mobilenetv2-adam-64-mpi-normal-ring",
+            ("horovod", "mobilenetv2", "adam", 64, "mpi", 0.0, "ring"),
+        ),
+        (
+            "kungfu_pairavg-resnet50-adam-64-kungfu-normal-BINARY_TREE_STAR",
+            ("kungfu_pairavg", "resnet50", "adam", 64, "kungfu", 0.0, "BINARY_TREE_STAR"),
+        ),
+    ],
+)
+def test_run_names_raw_and_published(name: str, expect: tuple) -> None:
+    meta = parse_run_name(name)
+    assert meta.name_parsed
+    got = (
+        meta.framework,
+        meta.model,
+        meta.optimizer,
+        meta.batch_size,
+        meta.backend,
+        meta.loss_pct,
+        meta.topology,
+    )
+    assert got == expect
+    assert isinstance(meta.batch_size, int)
+    assert isinstance(meta.loss_pct, float)
+
+
+@pytest.mark.parametrize(
+    "name", ["my-run", "a-b-c-big-e-0-g", "a-b-c-64-e-lossy-g", "a-b-c-64-e-0-g-extra", "x--c-64-e-0-g"]
+)
+def test_names_that_do_not_parse(name: str) -> None:
+    meta = parse_run_name(name)
+    assert not meta.name_parsed
+    assert meta.batch_size is None
+    assert meta.framework is None
+
+
+def test_capture_file_names_group_into_workers() -> None:
+    assert worker_key("worker-0-tcpdump.pcap") == ("worker-0-tcpdump", 0)
+    assert worker_key("worker-0-tcpdump.pcap3") == ("worker-0-tcpdump", 3)
+    assert worker_key("worker-0-tcpdump.pcap.gz") == ("worker-0-tcpdump", 0)
+    assert worker_key("w2.pcapng.zst") == ("w2", 0)
+    assert worker_key("x.pcap12.xz") == ("x", 12)
+    assert worker_key("trace") == ("trace", 0)
+
+
+def test_unparsed_name_is_ingested_with_a_warning_and_run_toml_overrides(tmp_path: Path) -> None:
+    folder = tmp_path / "in" / "my experiment"
+    shutil.copytree(sample_run(), folder)
+    (folder / "run.toml").write_text(
+        'framework = "horovod"\nbatch_size = 128\nloss = "loss_0.5"\nnote = "x"\n'
+    )
+    (tmp_path / "in" / "plain").mkdir()
+    shutil.copy(sample_run() / "worker-0-tcpdump.pcap", tmp_path / "in" / "plain" / "capture-file")
+    summary = ingest([tmp_path / "in"], tmp_path / "out", jobs=1)
+    assert not summary.failed
+    assert any("'plain' is not framework-model" in w for w in summary.warnings)
+    con = open_catalog(tmp_path / "out")
+    rows = con.execute(
+        "SELECT run, framework, batch_size, loss_pct, model, name_parsed, extra, n_workers"
+        " FROM runs ORDER BY run"
+    ).fetchall()
+    assert rows == [
+        ("my experiment", "horovod", 128, 0.5, None, False, '{"note": "x"}', 4),
+        ("plain", None, None, None, None, False, None, 1),
+    ]
+    # a run name with a space: the hive folder is %-escaped, the column is the real name
+    assert (tmp_path / "out" / "packets" / "run=my%20experiment" / "worker=W1").is_dir()
+    n = con.execute("SELECT count(*) FROM packets WHERE run = 'my experiment'").fetchone()[0]
+    assert n == 17027
+
+
+def test_discovery_of_a_folder_of_runs(tmp_path: Path) -> None:
+    copy_run(tmp_path / "runs")
+    (tmp_path / "runs" / "notes").mkdir()
+    (tmp_path / "runs" / "notes" / "README.txt").write_text("nothing to see")
+    found = discover([tmp_path / "runs"])
+    assert [r.name for r in found.runs] == [sample_run().name]
+    run = found.runs[0]
+    assert [c.file for c in run.captures] == [f"worker-{i}-tcpdump.pcap" for i in range(4)]
+    assert [p.name for p in run.logs] == ["train_history.log"]
+    assert run.meta.worker_ips["worker-0-tcpdump.pcap"] == "192.168.17.50"
+
+
+def test_train_history_tolerates_kungfu_prefixes_and_warnings(tmp_path: Path) -> None:
+    log = tmp_path / "train_history.log"
+    log.write_text(
+        "2021-04-12 14:03:01.1: W tensorflow/core/platform/profile_utils: CPU Frequency: 2100000000 Hz\n"
+        "[192.168.17.50.10000::stderr] Type,ID,Timestamp,Loss,Accuracy\n"
+        "[192.168.17.50.10000::stdout] Batch,0,1618229000.123456,2.302585,0.093750\n"
+        "[192.168.17.50.10000::stderr] WARNING:tensorflow:Callbacks method `on_train_batch_end` is slow\n"
+        "[192.168.17.50.10000::stdout] Batch,1,1618229000.523456,2.290000,0.101562\n"
+        "Epoch,0,1618229001.000001,2.280000,0.110000\n"
+        "Batch,2,oops,2.3,0.1\n"
+    )
+    parser = detect_parser(log)
+    assert parser is not None
+    assert parser.table == "train_log"
+    parsed = parser.parse(log)
+    assert parsed.table.to_pylist() == [
+        {"type": "Batch", "id": 0, "ts_ns": 1618229000123456000, "loss": 2.302585, "accuracy": 0.09375},
+        {"type": "Batch", "id": 1, "ts_ns": 1618229000523456000, "loss": 2.29, "accuracy": 0.101562},
+        {"type": "Epoch", "id": 0, "ts_ns": 1618229001000001000, "loss": 2.28, "accuracy": 0.11},
+    ]
+    assert parsed.bad_lines == 1
+    assert "line 7" in parsed.first_bad[0]
+    assert "'oops' is not a number" in parsed.first_bad[0]
