@@ -191,3 +191,18 @@ def test_traffic_errors_are_one_line(tmp_path: Path) -> None:
     assert "1 run(s) for 1 coefficients" in _fails(
         ["model", "traffic", "--input", str(path), "--model-size", "m=3"], 5
     )
+
+
+def test_optimus_ridge_from_curve_files(tmp_path: Path) -> None:
+    k = range(0, 2000, 10)
+    paths = []
+    for depth, gpu, (b0, b1, b2) in [(20, "K80", (8e-4, 0.57, 0.2)), (26, "K80", (9e-4, 0.49, 0.23))]:
+        path = tmp_path / f"optimus_{depth}_{gpu}.csv"
+        path.write_text("step,loss\n" + "".join(f"{s},{1 / (b0 * s + b1) + b2!r}\n" for s in k))
+        paths.append(str(path))
+    out = json.loads(_ok(["model", "optimus", "ridge", *paths, "--predict", "32:K80", "-f", "json"]))
+    fitted = out["fitted loss curves"]
+    assert [r["b1"] for r in fitted] == pytest.approx([0.57, 0.49], rel=1e-6)
+    assert out["Ridge prediction of b0, b1, b2"][0]["depth"] == 32
+    mixed = [*paths, str(DATA / "optimus_fits_seed003.csv")]
+    assert "not both" in _fails(["model", "optimus", "ridge", *mixed, "--predict", "32:K80"], 2)

@@ -170,7 +170,9 @@ def test_ridge_from_loss_curve_files_named_like_seed003(tmp_path: Path) -> None:
     for (depth, gpu), (b0, b1, b2) in truth.items():
         path = tmp_path / f"optimus_{depth}_{gpu}.csv"
         loss = 1 / (b0 * k + b1) + b2
-        path.write_text("step,loss\n" + "\n".join(f"{s},{v!r}" for s, v in zip(k, loss, strict=True)) + "\n")
+        path.write_text(
+            "step,loss\n" + "\n".join(f"{s},{float(v)!r}" for s, v in zip(k, loss, strict=True)) + "\n"
+        )
         paths.append(path)
     fits = optimus.fits_from_curves(paths)
     assert fits.select("depth", "gpu").rows() == [(20, "K80"), (20, "P100"), (26, "K80")]
