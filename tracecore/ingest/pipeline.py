@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracecore.errors import DatasetError
+from tracecore.errors import DatasetError, TracecoreError
 from tracecore.ingest import layout, runner
 from tracecore.ingest.catalog import commit_catalog, default_data_dir, export_tables, load_state
 from tracecore.ingest.discover import CaptureFile, RunSource, discover
@@ -295,7 +295,7 @@ def _parse_logs(
             continue
         try:
             parsed = parser.parse(path)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, TracecoreError) as err:
             summary.problems.append((str(path), f"cannot parse as {parser.table}: {err}"))
             continue
         if parsed.bad_lines:
