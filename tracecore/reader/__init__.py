@@ -7,10 +7,29 @@ Public API (the ingest stage and the CLI build on it):
 * `CaptureReader(path, batch_rows)` — the same stream via `.batches()`, plus `.warnings`
   (truncated tail, unsupported link types, timestamp-less blocks) and `.stats`.
 
-Formats: classic pcap (either byte order, µs or ns), pcapng (sections of either byte
-order, per-interface link type, if_tsresol, if_tsoffset; EPB, SPB, obsolete PB), each
-plain or gzip/xz/zstd-compressed (detected by magic bytes). Errors are `CaptureError`s
-naming the file and byte offset; see `capture.CaptureReader` for the exact contract.
+Formats: classic pcap (either byte order, µs or ns, v2.0-2.2 swapped lengths), pcapng
+(sections of either byte order, per-interface link type, if_tsresol incl. 2^-n,
+if_tsoffset; EPB, SPB, obsolete PB; other blocks skipped), each plain (memory-mapped) or
+gzip/xz/zstd-compressed (detected by magic bytes, decompressed in bounded chunks).
+
+Semantics, where a choice had to be made:
+
+* Network fields describe the *outermost* IP header (tunnels: the outer packet; ICMP
+  errors: no ports, the quoted header is not used). `ip_proto` is the transport after the
+  IPv6 extension headers (hop-by-hop, routing, destination options, fragment, AH).
+* Decoded link types: Ethernet (802.1Q/802.1ad tags, LLC/SNAP, PPPoE session, MPLS incl.
+  an Ethernet pseudowire), Linux SLL/SLL2, raw IP (12, 14, 101, 228, 229), NULL/LOOP,
+  Cisco HDLC, PPP. Other link types keep every frame with null network fields
+  (`stats.unsupported_link_frames`, and a warning).
+* `l4_payload_len` comes from the IP lengths (not cap_len, which a snaplen cuts): bytes
+  after the TCP/UDP/SCTP header, or after the IP headers for other protocols and for
+  non-first fragments (whose ports and flags are null). An IP length of 0 (TSO captures)
+  falls back to the frame length on the wire.
+* Timestamps: sec * 1e9 + subsec * (1000 or 1) even when the sub-second field is out of
+  range (tshark wraps such values in 32 bits). pcapng Simple Packet Blocks have no
+  timestamp: they carry the previous packet's. Times outside int64 ns wrap.
+* Errors are `CaptureError`s naming the file and byte offset, raised after every batch of
+  good packets before the problem; a cut-off last record is a warning.
 """
 
 from __future__ import annotations
