@@ -95,9 +95,9 @@ class CaptureReader:
                 raise NotACaptureError(
                     self.path, f"not a pcap or pcapng capture (first bytes {head.hex(' ')})", 0
                 )
-        finally:
+        finally:  # also when a CaptureError stops the read or the caller stops early
             win.close()
-        self._summarise()
+            self._summarise()
 
     # -- shared loop -------------------------------------------------------------------------
 
