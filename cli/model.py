@@ -40,9 +40,22 @@ class Kind(StrEnum):
 
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+
+
+def _figure_suffix(path: Path | None) -> Path | None:
+    """Refuse an unknown figure format before any work is done."""
+    if path is not None and path.suffix.lower() not in (".png", ".svg", ".html", ".json"):
+        raise typer.BadParameter(f"{path}: use .png, .svg, .html or .json")
+    return path
+
+
 FigureOpt = Annotated[
     Path | None,
-    typer.Option("--figure", help="Also save the figure: .png, .svg, .html or .json (Vega-Lite)."),
+    typer.Option(
+        "--figure",
+        help="Also save the figure: .png, .svg, .html or .json (Vega-Lite).",
+        callback=_figure_suffix,
+    ),
 ]
 
 model_app = typer.Typer(

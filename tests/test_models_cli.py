@@ -206,3 +206,42 @@ def test_optimus_ridge_from_curve_files(tmp_path: Path) -> None:
     assert out["Ridge prediction of b0, b1, b2"][0]["depth"] == 32
     mixed = [*paths, str(DATA / "optimus_fits_seed003.csv")]
     assert "not both" in _fails(["model", "optimus", "ridge", *mixed, "--predict", "32:K80"], 2)
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "message"),
+    [
+        (
+            "gpus,batch_size,epoch_time_s\ntwo,32,1\n",
+            ["scaling", "{path}", "--n-params", "5", "--dataset-size", "10"],
+            "column 'gpus' must hold whole numbers; found 'two'",
+        ),
+        (
+            "workers,ps,speed\n1,1,a\n",
+            ["optimus", "speed", "{path}", "--batch", "3"],
+            "column 'speed' must hold",
+        ),
+        (
+            "depth,gpu,b0,b1,b2\nx,K80,1,2,3\n",
+            ["optimus", "ridge", "{path}", "--predict", "20:K80"],
+            "'depth'",
+        ),
+        (
+            "run,model,framework,backend,batch_size,topology,mb_per_step\na,m,h,mpi,64,ring,abc\n",
+            ["traffic", "--model-size", "m=1", "--input", "{path}"],
+            "column 'mb_per_step' must hold numbers; found 'abc'",
+        ),
+    ],
+)
+def test_bad_cells_are_one_line_errors(tmp_path: Path, text: str, args: list[str], message: str) -> None:
+    path = tmp_path / "input.csv"
+    path.write_text(text)
+    assert message in _fails(["model", *(str(path) if a == "{path}" else a for a in args)], 5)
+
+
+def test_zero_workers_and_bad_figure_suffix_are_refused(tmp_path: Path) -> None:
+    assert "must be ≥ 1" in _fails(["model", "optimus", "time", "--ps", "0"], 5)
+    result = runner.invoke(app, ["model", "scaling", "--from-seed002", "--figure", str(tmp_path / "x.pdf")])
+    assert result.exit_code == 2
+    assert "Invalid value for '--figure'" in result.output
+    assert "Table 1" not in result.output  # refused before any work

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracecore.errors import ModelFitError
+from tracecore.models.columns import numeric
 
 if TYPE_CHECKING:
     import polars as pl
@@ -156,6 +157,9 @@ def ridge_loss_params(fits: pl.DataFrame, predict_for: pl.DataFrame, *, alpha: f
         missing = [c for c in cols if c not in frame.columns]
         if missing:
             raise ModelFitError(f"ridge: {name} lacks column(s) {', '.join(missing)}")
+    fits = numeric(fits, ("depth", "b0", "b1", "b2"), what="ridge fits")
+    predict_for = numeric(predict_for, ("depth",), what="ridge prediction rows")
+    fits = fits.with_columns(pl.col("gpu").cast(pl.String))
     gpus = sorted(set(fits["gpu"].to_list()))
     unknown = sorted(set(predict_for["gpu"].to_list()) - set(gpus))
     if unknown:
@@ -256,7 +260,8 @@ def fit_speed(points: pl.DataFrame, *, kind: str = "sync", batch: float | None =
     missing = [c for c in ("workers", "ps", "speed") if c not in points.columns]
     if missing:
         raise ModelFitError(f"speed points lack column(s) {', '.join(missing)}")
-    pts = points.group_by("workers", "ps").agg(pl.col("speed").cast(pl.Float64).mean()).sort("workers", "ps")
+    points = numeric(points, ("workers", "ps", "speed"), what="speed points")
+    pts = points.group_by("workers", "ps").agg(pl.col("speed").mean()).sort("workers", "ps")
     need = MIN_SYNC_POINTS if kind == "sync" else MIN_ASYNC_POINTS
     if pts.height < need:
         raise ModelFitError(
@@ -292,6 +297,8 @@ def time_to_convergence(model: SpeedModel, *, total_steps: float, workers: Any, 
     """
     import polars as pl
 
+    if min(np.atleast_1d(ps)) < 1 or min(np.atleast_1d(workers)) < 1:
+        raise ModelFitError("time to convergence: workers and parameter servers must be ≥ 1")
     rows = []
     for p in np.atleast_1d(ps):
         for w in np.atleast_1d(workers):

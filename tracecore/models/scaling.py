@@ -22,6 +22,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from tracecore.errors import ModelFitError, UsageError
+from tracecore.models.columns import numeric
 
 if TYPE_CHECKING:
     import polars as pl
@@ -60,11 +61,10 @@ def scaling_table(
         )
     if times.height == 0:
         raise ModelFitError("scaling: no (gpus, batch_size, epoch_time_s) rows")
-    df = times.with_columns(
-        pl.col("gpus").cast(pl.Int64),
-        pl.col("batch_size").cast(pl.Int64),
-        pl.col("epoch_time_s").cast(pl.Float64),
-    )
+    df = numeric(times, ("gpus", "batch_size", "iters", "n_params"), what="scaling input", integer=True)
+    df = numeric(df, ("epoch_time_s", "wire_bytes"), what="scaling input")
+    if df.filter((pl.col("gpus") < 1) | (pl.col("batch_size") < 1) | (pl.col("epoch_time_s") <= 0)).height:
+        raise ModelFitError("scaling input: gpus and batch_size must be ≥ 1 and epoch_time_s > 0")
     if "iters" not in df.columns:
         if dataset_size <= 0:
             raise UsageError("scaling: give dataset_size or an iters column (iterations per epoch)")

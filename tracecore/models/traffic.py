@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracecore.errors import ModelFitError
+from tracecore.models.columns import numeric
 from tracecore.models.runmeta import BYTES_PER_PARAM, grad_bytes_of_run
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def prepare(runs: pl.DataFrame, model_sizes: dict[str, float] | None = None) -> 
         missing.append("framework_backend (or framework and backend)")
     if missing:
         raise ModelFitError(f"traffic input lacks column(s) {', '.join(missing)}")
-    df = runs
+    df = numeric(runs, ("mb_per_step", "model_size_mb", "n_params", "grad_bytes"), what="traffic input")
     if "framework_backend" not in df.columns:
         df = df.with_columns(
             pl.concat_str(pl.col("framework"), pl.lit("_"), pl.col("backend")).alias("framework_backend")
