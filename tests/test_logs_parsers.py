@@ -302,3 +302,16 @@ def test_loss_csv_detection_is_strict() -> None:
     assert not loss_csv.detect("_step,loss\n")
     assert not loss_csv.detect("step,train_loss_step\n")
     assert not loss_csv.detect("run - step,run - loss\n")
+
+
+def test_mpirun_tagged_horovod_output(tmp_path: Path) -> None:
+    lines = (DATA / "horovod_scalability_resnet50.txt").read_text().splitlines()
+    tagged = "\n".join(f"[1,0]<stdout>:{line}" for line in lines) + "\n"
+    plain = _frame(benchmark_output.parse(DATA / "horovod_scalability_resnet50.txt"))
+    df = _frame(benchmark_output.parse(_damaged(tmp_path, "mpirun.log", tagged)))
+    assert set(df["peer"]) == {"0"}
+    assert set(df["stream"]) == {"stdout"}
+    assert (
+        df.select("kind", "step", "value", "error").rows()
+        == plain.select("kind", "step", "value", "error").rows()
+    )
