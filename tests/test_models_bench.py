@@ -20,6 +20,9 @@ REPO = Path(__file__).resolve().parent.parent
 MATRIX = REPO / "bench" / "data" / "matrix_small"
 NORMAL_RUNS = 7
 
+# Slow when the matrix must be generated first (about 2 minutes, root, network namespaces).
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 
 
@@ -58,7 +61,6 @@ def dataset(matrix_small: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return out
 
 
-@pytest.mark.slow
 def test_traffic_model_on_bench_runs(dataset: Path, tmp_path: Path) -> None:
     figure = tmp_path / "traffic.svg"
     result = runner.invoke(
@@ -85,7 +87,6 @@ def test_traffic_model_on_bench_runs(dataset: Path, tmp_path: Path) -> None:
     assert figure.read_text().startswith("<svg")
 
 
-@pytest.mark.slow
 def test_scaling_puts_measured_wire_bytes_beside_the_ring_model(dataset: Path) -> None:
     result = runner.invoke(app, ["model", "scaling", "--data", str(dataset), "-f", "json"])
     assert result.exit_code == 0, result.output
@@ -101,7 +102,6 @@ def test_scaling_puts_measured_wire_bytes_beside_the_ring_model(dataset: Path) -
         assert row["strong_speedup"] is None  # no 1-worker runs to compare with
 
 
-@pytest.mark.slow
 def test_traffic_model_keeps_loss_runs_on_request(dataset: Path) -> None:
     result = runner.invoke(app, ["model", "traffic", "--data", str(dataset), "--include-loss", "-f", "json"])
     assert result.exit_code == 0, result.output
