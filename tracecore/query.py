@@ -17,6 +17,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -237,11 +238,13 @@ def _as_csv(table: pa.Table) -> str:
 
 
 def _as_json(table: pa.Table) -> str:
-    """A JSON array of row objects; NaN/inf become null so the output is strict JSON."""
+    """A JSON array of row objects: NaN/inf become null, 128-bit sums and decimals become numbers."""
 
     def clean(value: Any) -> Any:
         if isinstance(value, float) and not math.isfinite(value):
             return None
+        if isinstance(value, Decimal):
+            return int(value) if value == value.to_integral_value() else float(value)
         return value
 
     rows = [{k: clean(v) for k, v in row.items()} for row in table.to_pylist()]
@@ -249,18 +252,24 @@ def _as_json(table: pa.Table) -> str:
 
 
 def _as_table(table: pa.Table, limit_rows: int | None) -> str:
+    from rich.box import SIMPLE_HEAD
     from rich.console import Console
     from rich.table import Table
 
     shown = table if limit_rows is None else table.slice(0, limit_rows)
-    grid = Table(show_lines=False, header_style="bold")
+    rows = [[_cell(v) for v in row.values()] for row in shown.to_pylist()]
+    widths = [max([len(field.name), *(len(r[i]) for r in rows)]) for i, field in enumerate(table.schema)]
+    grid = Table(box=SIMPLE_HEAD, header_style="bold", pad_edge=False)
     for field in table.schema:
         numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
         grid.add_column(field.name, justify="right" if numeric else "left", no_wrap=True)
-    for row in shown.to_pylist():
-        grid.add_row(*(_cell(v) for v in row.values()))
+    for row in rows:
+        grid.add_row(*row)
     buf = io.StringIO()
-    Console(file=buf, width=max(80, 14 * max(1, table.num_columns)), force_terminal=False).print(grid)
+    # wide enough that no column is cut: this output is read whole or piped, not squeezed into a tty
+    Console(file=buf, width=sum(widths) + 3 * len(widths) + 2, force_terminal=False, color_system=None).print(
+        grid
+    )
     text = buf.getvalue()
     if shown.num_rows < table.num_rows:
         left = table.num_rows - shown.num_rows
