@@ -92,7 +92,7 @@ def _emit(tables: list[tuple[str, pl.DataFrame]], fmt: Format) -> None:
         return
     if fmt is Format.json:
         payload = {title: df.to_dicts() for title, df in tables}
-        typer.echo(json.dumps(payload, indent=1, default=str, allow_nan=False) if _finite(payload) else "{}")
+        typer.echo(json.dumps(_json_safe(payload), indent=1, default=str, allow_nan=False))
         return
     with pl.Config(
         tbl_rows=-1,
@@ -109,22 +109,17 @@ def _emit(tables: list[tuple[str, pl.DataFrame]], fmt: Format) -> None:
             typer.echo("")
 
 
-def _finite(payload: Any) -> bool:
-    """JSON has no NaN: replace them by null in place and say whether all is serialisable."""
+def _json_safe(value: Any) -> Any:
+    """JSON has no NaN or infinity (a fit may give them, e.g. a t statistic over a zero SE): null instead."""
     import math
 
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        return value
-
-    for title in list(payload):
-        payload[title] = clean(payload[title])
-    return True
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _figure(chart: Any, path: Path | None) -> None:
