@@ -191,7 +191,7 @@ def test_missing_input_and_empty_folder(tmp_path: Path) -> None:
 
 def test_parallel_jobs_match_serial(big_runs: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
     root, expect = big_runs
-    summary = ingest([root], tmp_path / "par", jobs=2)
+    summary = ingest([root], tmp_path / "par", jobs=2, parallel_min_bytes=0)
     assert not summary.failed
     assert _consistent(tmp_path / "par") == expect
     env = {**os.environ, "TRACECORE_DATA": str(tmp_path / "default")}
@@ -200,3 +200,23 @@ def test_parallel_jobs_match_serial(big_runs: tuple[Path, dict[str, int]], tmp_p
     assert proc.returncode == 0, err
     assert json.loads(out)["packets"] == sum(expect.values())
     assert _consistent(tmp_path / "default") == expect
+
+
+def test_pool_failure_falls_back_to_one_process(
+    big_runs: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    """A script without a __main__ guard: spawned workers re-run it and die; the parent reads alone."""
+    root, expect = big_runs
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import sys\n"
+        "from tracecore.ingest import ingest\n"
+        f"s = ingest([{str(root)!r}], {str(tmp_path / 'out')!r}, jobs=2, parallel_min_bytes=0)\n"
+        "print(s.packets, s.failed)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-2:] == [str(sum(expect.values())), "False"]
+    assert _consistent(tmp_path / "out") == expect

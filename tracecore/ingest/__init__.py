@@ -2,12 +2,33 @@
 
 Public API: `ingest(paths, out, ...)` → `IngestSummary`, and `open_catalog(data_dir)` → a DuckDB
 connection with every view, used by the query/sql/figure/report commands.
+
+Names are resolved lazily (PEP 562) so a worker process that only needs `writer` does not import
+DuckDB, rich and the pipeline.
 """
 
 from __future__ import annotations
 
-from tracecore.ingest.catalog import default_data_dir, open_catalog
-from tracecore.ingest.pipeline import ingest
-from tracecore.ingest.summary import CaptureOutcome, IngestSummary
+import importlib
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from tracecore.ingest.catalog import default_data_dir, open_catalog
+    from tracecore.ingest.pipeline import ingest
+    from tracecore.ingest.summary import CaptureOutcome, IngestSummary
+
+_WHERE = {
+    "default_data_dir": "catalog",
+    "open_catalog": "catalog",
+    "ingest": "pipeline",
+    "CaptureOutcome": "summary",
+    "IngestSummary": "summary",
+}
 __all__ = ["CaptureOutcome", "IngestSummary", "default_data_dir", "ingest", "open_catalog"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -11,6 +11,7 @@ import multiprocessing as mp
 import queue as queue_mod
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 
 from tracecore.ingest import writer
 from tracecore.ingest.writer import CaptureResult, CaptureTask
@@ -40,20 +41,30 @@ def run_tasks(
         return
     ctx = mp.get_context("spawn")
     ticks = ctx.Queue()
-    pool = ProcessPoolExecutor(
-        min(jobs, len(tasks)), mp_context=ctx, initializer=writer.init_worker, initargs=(ticks,)
-    )
+    workers = min(jobs, len(tasks))
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=writer.init_worker, initargs=(ticks,))
+    left = {t.index: t for t in tasks}
     try:
         pending = {pool.submit(writer.ingest_capture, t) for t in tasks}
         while pending:
             done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
             _drain(ticks, tick)
             for fut in done:
-                yield fut.result()
+                try:
+                    res = fut.result()
+                except BrokenProcessPool:
+                    # A worker died (killed, out of memory, or a script without a __main__ guard):
+                    # what is left is read in this process instead.
+                    pending = set()
+                    break
+                left.pop(res.index, None)
+                yield res
         _drain(ticks, tick)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         ticks.close()
+    if left:
+        yield from run_tasks(list(left.values()), 1, tick)
 
 
 def _drain(ticks: object, tick: Callable[[int, int], None]) -> None:
