@@ -173,16 +173,21 @@ def packets(draw: st.DrawFn, link_types: tuple[int, ...] | None = None) -> Packe
         etype, net, fields = 0x86DD, *draw(ipv6())
     if link in (12, 14, 101, 0, 108, 9) and etype == 0x0806:
         etype, net, fields = 0x0800, *draw(ipv4())
-    if link == 1:
+    if link in LINKS_ETH_LIKE:
+        # 802.1Q / 802.1ad tags (QinQ) between the link header and the network packet.
         tags = draw(st.lists(st.sampled_from([0x8100, 0x88A8]), max_size=2))
-        head = b"\x02" * 6 + b"\x04" * 6
-        for tpid in tags:
-            head += struct.pack(">H", tpid) + struct.pack(">H", draw(st.integers(0, 0xFFFF)))
-        frame = head + struct.pack(">H", etype) + net
-    elif link == 113:
-        frame = bytes(dpkt.sll.SLL(ethtype=etype, hdr=b"\x02" * 8)) + net
-    elif link == 276:
-        frame = bytes(dpkt.sll2.SLL2(ethtype=etype, hdr=b"\x02" * 8, intindex=3)) + net
+        outer = tags[0] if tags else etype
+        inner = (
+            b"".join(struct.pack(">HH", draw(st.integers(0, 0xFFFF)), nxt) for nxt in [*tags[1:], etype])
+            if tags
+            else b""
+        )
+        if link == 1:
+            frame = b"\x02" * 6 + b"\x04" * 6 + struct.pack(">H", outer) + inner + net
+        elif link == 113:
+            frame = bytes(dpkt.sll.SLL(ethtype=outer, hdr=b"\x02" * 8)) + inner + net
+        else:
+            frame = bytes(dpkt.sll2.SLL2(ethtype=outer, hdr=b"\x02" * 8, intindex=3)) + inner + net
     elif link in (12, 14, 101, 228, 229):
         frame = net
     elif link == 9:  # PPP in HDLC-like framing

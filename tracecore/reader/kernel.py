@@ -134,45 +134,57 @@ def reset_table(tab, u_key, u_kind, st):
 
 @njit(cache=True)
 def _ethernet(buf, p, end):
-    """Ethernet II / 802.3+SNAP with any 802.1Q/802.1ad tags, PPPoE and MPLS (incl. an
-    Ethernet pseudowire with control word, decoded once more as Ethernet)."""
+    """Ethernet II / 802.3+SNAP, then `_ethertype`; an MPLS Ethernet pseudowire is
+    decoded once more as Ethernet."""
     for _depth in range(2):
         if end - p < 14:
             return -1, p
-        et = _u16be(buf, p + 12)
-        q = p + 14
-        while (et == 0x8100 or et == 0x88A8 or et == 0x9100) and q + 4 <= end:
-            et = _u16be(buf, q + 2)
-            q += 4
-        if et < 0x0600:  # 802.3 length: only LLC/SNAP carries an ethertype
-            if q + 8 <= end and buf[q] == 0xAA and buf[q + 1] == 0xAA and buf[q + 2] == 3:
-                et = _u16be(buf, q + 6)
-                q += 8
-            else:
-                return -1, p
-        if et == 0x8864:  # PPPoE session: 6-byte header, then the PPP protocol
-            if q + 8 > end:
-                return -1, p
-            ppp = _u16be(buf, q + 6)
-            return (0x0800 if ppp == 0x21 else (0x86DD if ppp == 0x57 else -1)), q + 8
-        if et != 0x8847 and et != 0x8848:
+        et, q = _ethertype(buf, _u16be(buf, p + 12), p + 14, end)
+        if et != ET_INNER_ETHERNET:
             return et, q
-        while q + 4 <= end:  # MPLS: pop labels to the bottom of the stack
-            bos = buf[q + 2] & 1
-            q += 4
-            if bos:
-                break
-        if q >= end:
-            return -1, p
-        nib = buf[q] >> 4
-        if nib == 4:
-            return 0x0800, q
-        if nib == 6:
-            return 0x86DD, q
-        if nib != 0:
-            return -1, p
-        p = q + 4  # pseudowire control word, then an Ethernet frame
+        p = q
     return -1, p
+
+
+ET_INNER_ETHERNET = -3
+
+
+@njit(cache=True)
+def _ethertype(buf, et, q, end):
+    """From an ethertype (or 802.3 length) whose payload starts at q, through 802.1Q/802.1ad
+    tags, LLC/SNAP, PPPoE session and MPLS, to (protocol, offset). Shared by Ethernet and
+    Linux SLL/SLL2. ET_INNER_ETHERNET: an Ethernet frame starts at offset (pseudowire)."""
+    while (et == 0x8100 or et == 0x88A8 or et == 0x9100) and q + 4 <= end:
+        et = _u16be(buf, q + 2)
+        q += 4
+    if et < 0x0600:  # 802.3 length (or SLL's LLC protocol): only LLC/SNAP carries an ethertype
+        if q + 8 <= end and buf[q] == 0xAA and buf[q + 1] == 0xAA and buf[q + 2] == 3:
+            et = _u16be(buf, q + 6)
+            q += 8
+        else:
+            return -1, q
+    if et == 0x8864:  # PPPoE session: 6-byte header, then the PPP protocol
+        if q + 8 > end:
+            return -1, q
+        ppp = _u16be(buf, q + 6)
+        return (0x0800 if ppp == 0x21 else (0x86DD if ppp == 0x57 else -1)), q + 8
+    if et != 0x8847 and et != 0x8848:
+        return et, q
+    while q + 4 <= end:  # MPLS: pop labels to the bottom of the stack
+        bos = buf[q + 2] & 1
+        q += 4
+        if bos:
+            break
+    if q >= end:
+        return -1, q
+    nib = buf[q] >> 4
+    if nib == 4:
+        return 0x0800, q
+    if nib == 6:
+        return 0x86DD, q
+    if nib != 0:
+        return -1, q
+    return ET_INNER_ETHERNET, q + 4  # pseudowire control word, then an Ethernet frame
 
 
 @njit(cache=True)
@@ -181,14 +193,18 @@ def _net_type(buf, p, end, link):
     cap = end - p
     if link == 1:
         return _ethernet(buf, p, end)
-    if link == 113:
-        if cap < 16:
-            return -1, p
-        return _u16be(buf, p + 14), p + 16
-    if link == 276:
-        if cap < 20:
-            return -1, p
-        return _u16be(buf, p), p + 20
+    if link == 113 or link == 276:
+        if link == 113:
+            if cap < 16:
+                return -1, p
+            et, q = _ethertype(buf, _u16be(buf, p + 14), p + 16, end)
+        else:
+            if cap < 20:
+                return -1, p
+            et, q = _ethertype(buf, _u16be(buf, p), p + 20, end)
+        if et == ET_INNER_ETHERNET:
+            return _ethernet(buf, q, end)
+        return et, q
     if link == 101 or link == 12 or link == 14:
         if cap < 1:
             return -1, p
@@ -405,7 +421,7 @@ def _ts_ns(t, kind, factor, offset):
     if kind == 0:
         return t * factor + offset
     if kind == 1:
-        return t // factor + offset
+        return np.int64(U64(t) // U64(factor)) + offset  # the counter is unsigned
     ut = U64(t)
     sec = np.int64(ut >> U64(factor))
     frac = ut & ((U64(1) << U64(factor)) - U64(1))

@@ -176,8 +176,11 @@ def _ethernet(buf: bytes, depth: int = 0) -> tuple[int, bytes] | None:
     """Ethernet by hand (dpkt re-serialises PPPoE/PPP and drops 802.1Q frames with PCP bits)."""
     if len(buf) < 14:
         return None
-    (etype,) = struct.unpack_from(">H", buf, 12)
-    rest = buf[14:]
+    return _ethertype(struct.unpack_from(">H", buf, 12)[0], buf[14:], depth)
+
+
+def _ethertype(etype: int, rest: bytes, depth: int = 0) -> tuple[int, bytes] | None:
+    """VLAN tags, LLC/SNAP, PPPoE, MPLS (an Ethernet pseudowire once) after an ethertype."""
     while etype in ETH_VLAN and len(rest) >= 4:
         (etype,) = struct.unpack_from(">H", rest, 2)
         rest = rest[4:]
@@ -215,11 +218,11 @@ def _network_start(link: int, buf: bytes) -> tuple[int, bytes] | None:
     rest = b""
     if link == 1:
         return _ethernet(buf)
-    if link == 113 and len(buf) >= 16:
-        etype, rest = struct.unpack_from(">H", buf, 14)[0], buf[16:]
-    elif link == 276 and len(buf) >= 20:
-        etype, rest = struct.unpack_from(">H", buf, 0)[0], buf[20:]
-    elif link in (12, 14, 101) and buf:
+    if link == 113:
+        return _ethertype(struct.unpack_from(">H", buf, 14)[0], buf[16:]) if len(buf) >= 16 else None
+    if link == 276:
+        return _ethertype(struct.unpack_from(">H", buf, 0)[0], buf[20:]) if len(buf) >= 20 else None
+    if link in (12, 14, 101) and buf:
         etype, rest = {4: 0x0800, 6: 0x86DD}.get(buf[0] >> 4), buf
     elif link == 228:
         etype, rest = 0x0800, buf
