@@ -1,10 +1,10 @@
 """One capture → time-sorted Parquet part files in a staging folder (runs in a worker process).
 
-Why this shape: a capture is streamed batch by batch (memory stays flat for a 10 GB file), each reader
-batch becomes one row group, and a file is only ever appended in time order. A batch that is out of
-order inside is sorted; a batch that starts before the previous one ended starts a new part file, so
-every file is sorted by `ts_ns` without holding the capture in memory (captures are almost always in
-order, so this is nearly always one file per capture).
+Why this shape: a capture is streamed batch by batch (memory stays flat for a 10 GB file), each
+reader batch becomes one row group (ROW_GROUP_ROWS), and a file is only ever appended in time order.
+A batch that is out of order inside is sorted; a batch that starts before the previous one ended
+starts a new part file, so every file is sorted by `ts_ns` without holding the capture in memory
+(captures are almost always in order, so this is nearly always one file per capture).
 
 Encodings (measured, see the ingest report): ts_ns is DELTA_BINARY_PACKED without dictionary (it is
 unique and increasing: deltas pack to a few bits), addresses/ports/lengths use dictionaries (few
@@ -33,7 +33,10 @@ from tracecore.errors import CaptureError
 from tracecore.reader import CaptureReader
 from tracecore.schema import PACKET_SCHEMA
 
-ROW_GROUP_ROWS = 1 << 20
+# Rows per reader batch = per row group. 128 Ki rows is DuckDB's own row-group size (122 880), fine for
+# scans and time pruning, and small enough that decoding batch k+1 overlaps encoding batch k (measured:
+# 1.9 → 3.1 Mpkt/s on 130-byte records versus 1 Mi-row batches, which leave nothing to overlap).
+ROW_GROUP_ROWS = 1 << 17
 TOP_ADDRESSES = 64
 DICT_COLUMNS = [
     "frame_len",
