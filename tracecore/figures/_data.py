@@ -1,0 +1,57 @@
+"""Helpers the chart builders share: view results → inline Vega-Lite data, and readable units.
+
+Why inline `alt.Data(values=...)`: the figures must render offline and be self-contained (report,
+PNG, SVG), and building the values here sidesteps Altair's global data-transformer settings (its
+5 000-row limit) without changing them for a notebook user. Integer-ns columns are dropped or
+turned into seconds first, since JavaScript numbers cannot hold them exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import altair as alt
+import pyarrow as pa
+
+WIDTH = 520
+HEIGHT = 300
+PAIR_SEP = "→"
+
+
+def rows(table: pa.Table, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of `table` (optionally only `columns`) as JSON-safe dicts (NaN → None)."""
+    if columns is not None:
+        table = table.select(columns)
+    out = table.to_pylist()
+    for row in out:
+        for key, value in row.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                row[key] = None
+    return out
+
+
+def inline(values: list[dict[str, Any]]) -> alt.Data:
+    return alt.Data(values=values)
+
+
+def byte_unit(max_bytes: float) -> tuple[str, float]:
+    """('GB', 1e9) for volumes of a gigabyte or more, else MB or kB: axis numbers stay readable."""
+    for name, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if max_bytes >= scale:
+            return name, scale
+    return "B", 1.0
+
+
+def pair_label(src: str | None, dst: str | None) -> str:
+    return f"{src}{PAIR_SEP}{dst}"
+
+
+def empty_chart(title: str, message: str) -> alt.Chart:
+    """A chart that says why there is nothing to draw (e.g. no training log for these runs)."""
+    return (
+        alt.Chart(inline([{"message": message}]))
+        .mark_text(size=14, color="#555")
+        .encode(text="message:N")
+        .properties(width=WIDTH, height=80, title=title)
+    )

@@ -1,0 +1,156 @@
+"""Which views each figure reads, with which bins and windows: the glue between queries/ and the builders.
+
+Choices made here (documented in each chart's title or the report): the link figure uses 10 ms
+bins, widened for long runs so a line has at most ~2 000 points; temporal flows use ~60 bins
+per run (the paper's fixed 10 s bins would be one bin for a short run); the batch-size figure
+shows each run's busiest link in a 250 ms window around its median logged step.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from tracecore.figures import Figure, tables, timeseries, traffic, training
+from tracecore.query import run_view
+
+if TYPE_CHECKING:
+    import altair as alt
+    import duckdb
+
+Runs = list[str] | None
+MS = 1_000_000
+
+
+def nice_bin_ns(span_ns: int, bins: int, floor_ns: int) -> int:
+    """The smallest 1-2-5 × 10^k ns width ≥ floor_ns that cuts span_ns into at most `bins` bins."""
+    target = max(floor_ns, -(-span_ns // bins))
+    scale = 1
+    while True:
+        for step in (1, 2, 5):
+            if step * scale >= target:
+                return step * scale
+        scale *= 10
+
+
+def _longest_run_ns(con: duckdb.DuckDBPyConnection, runs: Runs) -> int:
+    bounds = run_view(con, "run_bounds", runs=runs)
+    if bounds.num_rows == 0:
+        return 0
+    return max(
+        e - s for s, e in zip(bounds["start_ns"].to_pylist(), bounds["end_ns"].to_pylist(), strict=True)
+    )
+
+
+def bytes_sent(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return traffic.bytes_sent_chart(run_view(con, "bytes_sent", runs=runs))
+
+
+def flow_matrix(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return traffic.flow_matrix_chart(run_view(con, "flow_matrix_mean", runs=runs))
+
+
+def flow_counts(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return traffic.flow_counts_chart(run_view(con, "flow_counts", runs=runs))
+
+
+def topology_check(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return traffic.topology_check_chart(run_view(con, "topology_check", runs=runs))
+
+
+def link_util(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    bin_ns = nice_bin_ns(_longest_run_ns(con, runs), 2000, 10 * MS)
+    return timeseries.link_util_chart(run_view(con, "link_util", runs=runs, params={"bin_ns": bin_ns}))
+
+
+def temporal_flows(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    bin_ns = nice_bin_ns(_longest_run_ns(con, runs), 60, 100 * MS)
+    return timeseries.temporal_flows_chart(
+        run_view(con, "temporal_flows", runs=runs, params={"bin_ns": bin_ns})
+    )
+
+
+def burstiness(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return timeseries.burstiness_chart(run_view(con, "burstiness", runs=runs))
+
+
+def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    """Each run's busiest worker link, 10 ms bins, 250 ms around its median logged step."""
+    window_ns = 250 * MS
+    meta = {r["run"]: r for r in run_view(con, "run_summary", runs=runs).to_pylist()}
+    busiest: dict[str, dict] = {}
+    for r in run_view(con, "flow_matrix", runs=runs).to_pylist():
+        if r["src_worker"] and r["dst_worker"] and r["bytes"] > busiest.get(r["run"], {}).get("bytes", -1):
+            busiest[r["run"]] = r
+    steps = {}
+    for r in run_view(con, "accuracy_vs_data", runs=runs).to_pylist():
+        steps.setdefault(r["run"], []).append(r["t_s"])
+    parts = []
+    ordered = sorted(busiest.items(), key=lambda kv: (meta[kv[0]]["batch_size"] or 0, kv[0]))
+    for order, (run, link) in enumerate(ordered):
+        ts = sorted(steps.get(run) or [meta[run]["duration_s"] / 2])
+        mid_ns = int(ts[len(ts) // 2] * 1e9)
+        util = run_view(
+            con,
+            "link_util",
+            runs=[run],
+            params={
+                "bin_ns": 10 * MS,
+                "from_ns": max(0, mid_ns - window_ns // 2),
+                "to_ns": mid_ns + window_ns // 2,
+            },
+        )
+        mask = [
+            s == link["src_worker"] and d == link["dst_worker"]
+            for s, d in zip(util["src_worker"].to_pylist(), util["dst_worker"].to_pylist(), strict=True)
+        ]
+        util = util.filter(pa.array(mask, pa.bool_()))
+        label = f"batch {meta[run]['batch_size']} · {run}"
+        util = util.append_column("label", pa.array([label] * util.num_rows, pa.string()))
+        parts.append(util.append_column("order", pa.array([order] * util.num_rows, pa.int64())))
+    table = (
+        pa.concat_tables(parts)
+        if parts
+        else pa.table({c: [] for c in ("label", "order", "src_worker", "dst_worker", "t_s", "gbps")})
+    )
+    return timeseries.batch_size_effect_chart(table)
+
+
+def accuracy_vs_data(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return training.accuracy_vs_data_chart(run_view(con, "accuracy_vs_data", runs=runs))
+
+
+def train_duration(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return training.train_duration_chart(run_view(con, "train_duration", runs=runs))
+
+
+def data_per_step(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return training.data_per_step_chart(run_view(con, "data_per_step", runs=runs))
+
+
+def throughput_ci(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return tables.throughput_ci_chart(run_view(con, "throughput_ci", runs=runs))
+
+
+def link_util_ci(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return tables.link_util_ci_chart(run_view(con, "link_util_ci", runs=runs))
+
+
+FIGURES = [
+    Figure("bytes_sent", "Fig. 3", "Data transmitted per run, stacked by sending worker", bytes_sent),
+    Figure("flow_matrix", "Fig. 4", "Mean volume per directed worker pair: log-scale heatmap", flow_matrix),
+    Figure("flow_counts", "Fig. 5", "Flows per run under four flow definitions", flow_counts),
+    Figure("temporal_flows", "Fig. 6", "Per-flow load over time, one row per TCP flow", temporal_flows),
+    Figure("link_util", "Fig. 7", "Per-link throughput in Gbit/s over time (10 ms bins)", link_util),
+    Figure("accuracy_vs_data", "Fig. 8", "Accuracy against cumulative data transmitted", accuracy_vs_data),
+    Figure(
+        "batch_size_effect", "Fig. 9", "Busiest link's 10 ms throughput in 250 ms, per run", batch_size_effect
+    ),
+    Figure("train_duration", "Fig. 10", "Training duration normalized to the 0%-loss run", train_duration),
+    Figure("throughput_ci", "Table I", "Mean throughput per run with 95% confidence interval", throughput_ci),
+    Figure("link_util_ci", "Table II", "Mean throughput per link with 95% confidence interval", link_util_ci),
+    Figure("topology_check", "", "Measured vs predicted traffic matrix of the collective", topology_check),
+    Figure("burstiness", "", "Peak-to-mean link load at 100 µs … 100 ms", burstiness),
+    Figure("data_per_step", "", "Payload per rank per step vs 2(N−1)/N × gradient bytes", data_per_step),
+]

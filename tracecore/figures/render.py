@@ -1,0 +1,68 @@
+"""Altair chart → JSON spec, PNG, SVG or self-contained HTML, all offline (vl-convert, no network).
+
+Why vl-convert: it bundles Vega, Vega-Lite and a renderer, so PNG/SVG come out without a browser
+or a CDN, and its JavaScript bundle makes HTML that works from a file:// URL with the network off.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+
+from tracecore.errors import UsageError
+
+FORMATS = ("png", "svg", "html", "json")
+_VL_VERSION = re.compile(r"/v(\d+)\.(\d+)")
+
+
+def spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """The Vega-Lite spec, data inline."""
+    return chart.to_dict()
+
+
+def vl_version(vl_spec: dict[str, Any]) -> str | None:
+    """'6.4' from the spec's $schema, so vl-convert compiles it with the Vega-Lite it was written for."""
+    match = _VL_VERSION.search(vl_spec.get("$schema", ""))
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def to_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
+    import vl_convert as vlc
+
+    s = spec(chart)
+    return vlc.vegalite_to_png(s, vl_version=vl_version(s), scale=scale)
+
+
+def to_svg(chart: alt.TopLevelMixin) -> str:
+    import vl_convert as vlc
+
+    s = spec(chart)
+    return vlc.vegalite_to_svg(s, vl_version=vl_version(s))
+
+
+def to_html(chart: alt.TopLevelMixin) -> str:
+    """One chart as a standalone page with Vega, Vega-Lite and vega-embed inlined."""
+    import vl_convert as vlc
+
+    s = spec(chart)
+    return vlc.vegalite_to_html(s, vl_version=vl_version(s), bundle=True)
+
+
+def save(chart: alt.TopLevelMixin, path: Path) -> Path:
+    """Write the chart in the format its suffix names (.png, .svg, .html, .json)."""
+    kind = path.suffix.lower().lstrip(".")
+    if kind not in FORMATS:
+        raise UsageError(f"cannot write {path.name}: use one of .{', .'.join(FORMATS)}")
+    if kind == "png":
+        path.write_bytes(to_png(chart))
+    elif kind == "svg":
+        path.write_text(to_svg(chart), encoding="utf-8")
+    elif kind == "html":
+        path.write_text(to_html(chart), encoding="utf-8")
+    else:
+        path.write_text(json.dumps(spec(chart), indent=1) + "\n", encoding="utf-8")
+    return path
