@@ -36,7 +36,10 @@ def ingest(
         typer.Option("--out", "-o", help="Dataset directory [default: $TRACECORE_DATA or ./tracecore-data]."),
     ] = None,
     jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="Parallel captures [default: cores].")
+        int | None,
+        typer.Option(
+            "--jobs", "-j", min=1, help="CPU cores to use (two per capture read in parallel) [default: all]."
+        ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Re-ingest captures even when unchanged.")] = False,
     wait: Annotated[

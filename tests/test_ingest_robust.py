@@ -191,7 +191,7 @@ def test_missing_input_and_empty_folder(tmp_path: Path) -> None:
 
 def test_parallel_jobs_match_serial(big_runs: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
     root, expect = big_runs
-    summary = ingest([root], tmp_path / "par", jobs=2, parallel_min_bytes=0)
+    summary = ingest([root], tmp_path / "par", jobs=4, parallel_min_bytes=0)
     assert not summary.failed
     assert _consistent(tmp_path / "par") == expect
     env = {**os.environ, "TRACECORE_DATA": str(tmp_path / "default")}
@@ -211,7 +211,7 @@ def test_pool_failure_falls_back_to_one_process(
     script.write_text(
         "import sys\n"
         "from tracecore.ingest import ingest\n"
-        f"s = ingest([{str(root)!r}], {str(tmp_path / 'out')!r}, jobs=2, parallel_min_bytes=0)\n"
+        f"s = ingest([{str(root)!r}], {str(tmp_path / 'out')!r}, jobs=4, parallel_min_bytes=0)\n"
         "print(s.packets, s.failed)\n"
     )
     proc = subprocess.run(

@@ -30,7 +30,7 @@ def test_smoke_captures_ingest_like_tshark_reads_them(tmp_path: Path) -> None:
     assert len(runs) == 2
     for run in runs:  # infer addresses from the packets, not from the generator's notes
         (run / "run.toml").rename(run / "run.toml.orig")
-    summary = ingest([tmp_path / "caps"], tmp_path / "out", jobs=2, parallel_min_bytes=0)
+    summary = ingest([tmp_path / "caps"], tmp_path / "out", jobs=4, parallel_min_bytes=0)
     assert not summary.failed, summary.to_json()
     con = open_catalog(tmp_path / "out")
     for run in runs:

@@ -29,8 +29,8 @@ from tracecore.ingest.writer import CaptureResult, CaptureTask
 from tracecore.logs import detect_parser
 
 # Below this much capture data one process is faster than a pool: each spawned worker pays ~1-2 s of
-# imports and numba cache loading, and in-process reading already overlaps decode with Parquet encoding
-# (measured on the 2 GB 4-worker testbed capture, 2 cores: 3.1 s in one process, 7 s with two workers).
+# imports and numba cache loading, and one process already overlaps decode with Parquet encoding
+# (2 cores, 2 GB 4-worker testbed capture: 3.1 s in one process, 7 s in two; 16.7 GB: 5.3 s vs 9.3 s).
 POOL_MIN_BYTES = 3 << 30
 
 
@@ -56,7 +56,9 @@ def ingest(
     Unchanged captures (same size and checksum) are skipped unless `force`; changed ones replace
     their partitions. Bad inputs are reported in the summary (`summary.failed`), never raised;
     a DatasetError is raised only when the dataset itself cannot be used (locked, unreadable).
-    `jobs` worker processes are used only when the captures to read total `parallel_min_bytes` or more.
+    `jobs` is the number of CPU cores to use (default: all). One reading process keeps two busy (the
+    reader decodes while a thread encodes Parquet), so `jobs // 2` processes read captures in parallel,
+    and only when the captures to read total `parallel_min_bytes` or more.
     """
     start = time.perf_counter()
     out = Path(out) if out is not None else default_data_dir()
@@ -157,10 +159,9 @@ def _read_all(
     tasks.sort(key=lambda t: -rows[t.index]["size"])
     results: dict[int, CaptureResult] = {}
     total = sum(r["size"] for r in rows)
-    if total < min_pool:
-        jobs = 1
+    procs = max(1, jobs // 2) if total >= min_pool else 1
     with IngestProgress(total, len(tasks), progress) as bar:
-        for res in runner.run_tasks(tasks, jobs, bar.tick):
+        for res in runner.run_tasks(tasks, procs, bar.tick):
             results[res.index] = res
             bar.file_done()
     return results
