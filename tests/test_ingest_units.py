@@ -103,8 +103,16 @@ def test_discovery_of_a_folder_of_runs(tmp_path: Path) -> None:
     copy_run(tmp_path / "runs")
     (tmp_path / "runs" / "notes").mkdir()
     (tmp_path / "runs" / "notes" / "README.txt").write_text("nothing to see")
+    nested = tmp_path / "runs" / "more" / "horovod-resnet50-adam-64-mpi-0-ring"
+    nested.mkdir(parents=True)
+    shutil.copy(sample_run() / "worker-0-tcpdump.pcap", nested / "w0.pcap")
     found = discover([tmp_path / "runs"])
     assert [r.name for r in found.runs] == [sample_run().name]
+    runs = tmp_path / "runs"
+    assert found.warnings == [
+        f"{runs / 'more'}: a folder of run folders inside {runs}; not ingested (pass it)"
+    ]
+    assert [r.name for r in discover([tmp_path / "runs" / "more"]).runs] == [nested.name]
     run = found.runs[0]
     assert [c.file for c in run.captures] == [f"worker-{i}-tcpdump.pcap" for i in range(4)]
     assert [p.name for p in run.logs] == ["train_history.log"]

@@ -52,6 +52,16 @@ class RunSource:
 class Discovery:
     runs: list[RunSource] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (path, reason): unreadable inputs
+    warnings: list[str] = field(default_factory=list)
+
+
+def _holds_runs(folder: Path) -> bool:
+    """Whether some subfolder of `folder` directly holds a capture (a run one level too deep)."""
+    try:
+        subs = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))]
+        return any(_is_capture(f, sniff(f)) for sub in subs for f in sub.iterdir() if f.is_file())
+    except OSError:
+        return False
 
 
 def worker_key(name: str) -> tuple[str, int]:
@@ -162,6 +172,10 @@ def discover(paths: list[Path]) -> Discovery:
                 captures, logs = _scan_folder(sub, found.problems)
                 if captures:
                     found.runs.append(_make_run(sub, sub.name, captures, logs, True))
+                elif _holds_runs(sub):
+                    found.warnings.append(
+                        f"{sub}: a folder of run folders inside {path}; not ingested (pass it)"
+                    )
             if len(found.runs) == before:
                 found.problems.append((str(path), "no capture files in it or in its subfolders"))
     return _merge_duplicates(found)

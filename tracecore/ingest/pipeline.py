@@ -69,7 +69,7 @@ def ingest(
     out = out.resolve()
     jobs = jobs or os.cpu_count() or 1
     found = discover([Path(p) for p in paths])
-    summary = IngestSummary(out, problems=list(found.problems))
+    summary = IngestSummary(out, problems=list(found.problems), warnings=list(found.warnings))
     with dataset_lock(out, wait_s):
         try:
             state = load_state(out)
