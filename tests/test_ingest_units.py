@@ -142,3 +142,28 @@ def test_train_history_tolerates_kungfu_prefixes_and_warnings(tmp_path: Path) ->
     assert parsed.bad_lines == 1
     assert "line 7" in parsed.first_bad[0]
     assert "'oops' is not a number" in parsed.first_bad[0]
+
+
+def test_other_log_formats_become_their_own_tables(tmp_path: Path) -> None:
+    run = copy_run(tmp_path / "in")
+    logs = Path(__file__).resolve().parent / "data" / "logs"
+    shutil.copy(logs / "horovod_timeline.json", run / "timeline.json")
+    (run / "notes.log").write_text("nothing a parser knows\n")
+    out = tmp_path / "out"
+    summary = ingest([run], out, jobs=1)
+    assert f"{run / 'notes.log'}: not a log format tracecore knows; skipped" in summary.warnings
+    con = open_catalog(out)
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    extra = tables - {"runs", "workers", "captures", "train_log", "_files", "_meta"}
+    assert len(extra) == 1
+    (name,) = extra
+    n = con.execute(f'SELECT count(*), count(DISTINCT run) FROM "{name}"').fetchone()
+    assert n[0] > 0
+    assert n[1] == 1
+    con.close()
+    assert (out / "tables" / f"{name}.parquet").is_file()
+    (run / "timeline.json").unlink()
+    ingest([run], out, jobs=1)
+    con = open_catalog(out)
+    assert con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] == 0
+    con.close()

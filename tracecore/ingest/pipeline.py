@@ -279,8 +279,9 @@ def _commit(
         _parse_logs(run, new_tables, extra, summary)
     for name, rows in new_tables.items():
         state.replace_runs(name, touched, rows)
-    for name, tables in extra.items():
-        state.replace_runs(name, touched, _concat(tables))
+    for name in set(extra) | (set(state.tables) - set(new_tables)):
+        # other parsers' tables: a touched run's rows are replaced (or dropped when its log is gone)
+        state.replace_runs(name, touched, _concat(extra[name]) if name in extra else [])
     for src, rel, link in moves:
         layout.place(out, src, rel, link)
     layout.fsync_dirs(out, [rel for _, rel, _ in moves])
@@ -298,6 +299,8 @@ def _parse_logs(
     for path in run.logs:
         parser = detect_parser(path)
         if parser is None:
+            if path.suffix.lower() in (".log", ".csv"):
+                summary.warnings.append(f"{path}: not a log format tracecore knows; skipped")
             continue
         try:
             parsed = parser.parse(path)

@@ -116,8 +116,9 @@ class State:
     def replace_runs(self, name: str, runs: set[str], new_rows: pa.Table | list[dict]) -> None:
         """Drop table `name`'s rows of `runs`, append `new_rows` (runs absent from `runs` are kept)."""
         old = self.tables.get(name)
+        base = BASE_SCHEMAS.get(name)
         if isinstance(new_rows, list):
-            schema = BASE_SCHEMAS.get(name) or (old.schema if old is not None else None)
+            schema = base or (old.schema if old is not None else None)
             new_rows = pa.Table.from_pylist(new_rows, schema=schema)
         if old is None or old.num_rows == 0:
             self.tables[name] = new_rows
@@ -126,5 +127,7 @@ class State:
         kept = old.filter(keep)
         if new_rows.num_rows == 0:
             self.tables[name] = kept
-            return
-        self.tables[name] = pa.concat_tables([kept, new_rows.cast(kept.schema)], promote_options="none")
+        elif base is not None:
+            self.tables[name] = pa.concat_tables([kept, new_rows.cast(base)])
+        else:  # another parser's table: its columns may have grown between versions
+            self.tables[name] = pa.concat_tables([kept, new_rows], promote_options="permissive")
