@@ -194,3 +194,21 @@ def test_query_views_are_installed(dataset: Path) -> None:
     names = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
     assert {"packets", "packets_all"} <= names
     assert set(view_names()) <= names
+
+
+def test_moved_dataset_opens_in_memory_while_an_ingest_holds_it(dataset: Path, tmp_path: Path) -> None:
+    """Views cannot be refreshed in place while another ingest holds the lock: built in memory instead."""
+    from tracecore.ingest.lock import dataset_lock
+
+    moved = tmp_path / "copy"
+    shutil.copytree(dataset, moved)
+    expect = open_catalog(dataset).execute("SELECT count(*), sum(frame_len) FROM packets").fetchone()
+    with dataset_lock(moved):
+        con = open_catalog(moved)
+        assert con.execute("SELECT count(*), sum(frame_len) FROM packets").fetchone() == expect
+        assert con.execute("SELECT value FROM _meta WHERE key = 'root'").fetchone() == (str(moved.resolve()),)
+        con.close()
+    # the file itself still names the old root until a refresh can take the lock
+    con = open_catalog(moved)
+    assert con.execute("SELECT count(*), sum(frame_len) FROM packets").fetchone() == expect
+    con.close()
