@@ -1,0 +1,198 @@
+"""Figures on the real sample runs: spec snapshots, offline PNG/SVG rendering, the figure command.
+
+Snapshots live in tests/snapshots/figures/<name>.json (floats compared to 9 significant digits,
+since parallel float sums may differ in the last bits; an inline dataset of more than 40 rows is
+kept as its row count, a SHA-256 of its rows and its first rows, so the files stay small).
+Regenerate after an intended change with TRACECORE_UPDATE_SNAPSHOTS=1 pytest tests/test_figures.py,
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+from tests.test_views_support import SAMPLE, dataset_dir, open_dataset
+from tracecore import figures
+from tracecore.figures import render, timeseries, traffic
+from tracecore.query import run_view
+
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "figures"
+UPDATE = os.environ.get("TRACECORE_UPDATE_SNAPSHOTS") == "1"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def con():
+    c = open_dataset()
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def charts(con):
+    return {name: figures.build(con, name) for name in figures.figure_names()}
+
+
+def decode_png(data: bytes) -> np.ndarray:
+    """8-bit RGB/RGBA PNG → array (h, w, channels): the five scanline filters, no dependencies."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        chunk = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", chunk)
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    width, height, depth, color, _, _, interlace = header
+    assert (depth, interlace) == (8, 0), header
+    assert color in (2, 6), header
+    bpp = 4 if color == 6 else 3
+    raw = np.frombuffer(zlib.decompress(idat), np.uint8).reshape(height, 1 + width * bpp)
+    out = np.zeros((height, width * bpp), np.int32)
+    for y in range(height):
+        f, line = raw[y, 0], raw[y, 1:].astype(np.int32)
+        prev = out[y - 1] if y else np.zeros(width * bpp, np.int32)
+        if f == 0:
+            out[y] = line
+        elif f == 2:
+            out[y] = (line + prev) & 0xFF
+        else:  # 1 Sub, 3 Average, 4 Paeth depend on the reconstructed left neighbour
+            row = np.zeros(width * bpp, np.int32)
+            for i in range(width * bpp):
+                a = row[i - bpp] if i >= bpp else 0
+                b, c = prev[i], (prev[i - bpp] if i >= bpp else 0)
+                if f == 1:
+                    pred = a
+                elif f == 3:
+                    pred = (a + b) // 2
+                else:
+                    p = a + b - c
+                    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                    pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                row[i] = (line[i] + pred) & 0xFF
+            out[y] = row
+    return out.reshape(height, width, bpp).astype(np.uint8)
+
+
+def _rounded(value):
+    """Floats to 9 significant digits; long inline datasets as row count + digest + first rows."""
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, dict):
+        out = {k: _rounded(v) for k, v in value.items()}
+        values = out.get("values")
+        if isinstance(values, list) and len(values) > 40:
+            text = json.dumps(values, sort_keys=True)
+            out["values"] = {
+                "rows": len(values),
+                "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "head": values[:3],
+            }
+        return out
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("name", figures.figure_names())
+def test_spec_snapshot(charts, name) -> None:
+    spec = _rounded(json.loads(json.dumps(render.spec(charts[name]))))
+    path = SNAPSHOTS / f"{name}.json"
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    if not path.is_file():
+        pytest.fail(f"no snapshot {path}: run TRACECORE_UPDATE_SNAPSHOTS=1 pytest {__file__}")
+    assert spec == json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_every_figure_is_listed_with_the_paper_reference() -> None:
+    refs = {figures.get(n).ref for n in figures.figure_names()}
+    assert {f"Fig. {i}" for i in range(3, 11)} | {"Table I", "Table II"} <= refs
+    result = runner.invoke(app, ["figure", "--list"])
+    assert result.exit_code == 0
+    assert len(result.output.splitlines()) == len(figures.figure_names())
+
+
+@pytest.mark.parametrize("name", figures.figure_names())
+def test_png_is_drawn_at_the_expected_size(charts, name) -> None:
+    svg = render.to_svg(charts[name])
+    width, height = (
+        float(v) for v in re.search(r'<svg[^>]* width="([\d.]+)" height="([\d.]+)"', svg).groups()
+    )
+    png = decode_png(render.to_png(charts[name], scale=1))
+    assert png.shape[1] == pytest.approx(width, abs=1)
+    assert png.shape[0] == pytest.approx(height, abs=1)
+    assert width >= 250
+    assert height >= 100
+    rgb = png[..., :3].astype(float)
+    assert rgb.var() > 100, "blank image"
+    ink = (np.abs(rgb - 255).sum(axis=2) > 60).mean()
+    assert ink > 0.01, f"only {ink:.2%} of the pixels carry ink"
+
+
+def test_builders_are_plain_functions_of_view_results(con) -> None:
+    """What a notebook user does: run a view, pass the table to a builder, get an Altair chart."""
+    heat = traffic.flow_matrix_chart(run_view(con, "flow_matrix_mean", runs=[SAMPLE])).to_dict()
+    rect = heat["layer"][0]["encoding"]
+    assert rect["color"]["scale"] == {"scheme": "blues", "type": "log"}
+    assert (rect["x"]["field"], rect["y"]["field"]) == ("dst_worker", "src_worker")
+    cells = {(r["src_worker"], r["dst_worker"]) for r in heat["data"]["values"]}
+    assert {("W2", "W1"), ("W3", "W2"), ("W4", "W3"), ("W1", "W4")} <= cells
+    lines = timeseries.link_util_chart(run_view(con, "link_util", runs=[SAMPLE])).to_dict()
+    assert lines["encoding"]["y"]["field"] == "gbps"
+    assert "Gbit/s" in lines["encoding"]["y"]["title"]
+    assert len({r["link"] for r in lines["data"]["values"]}) == 12
+    assert lines["title"].endswith(SAMPLE)
+
+
+def test_figure_command_writes_each_format(tmp_path) -> None:
+    for suffix, check in (
+        (".png", lambda p: p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"),
+        (".svg", lambda p: p.read_text().lstrip().startswith("<svg")),
+        (
+            ".json",
+            lambda p: json.loads(p.read_text())["$schema"].startswith(
+                "https://vega.github.io/schema/vega-lite/"
+            ),
+        ),
+        (".html", lambda p: "vegaEmbed" in p.read_text() and "<script src=" not in p.read_text()),
+    ):
+        out = tmp_path / f"fig{suffix}"
+        result = runner.invoke(
+            app, ["figure", "flow_matrix", "--run", SAMPLE, "--out", str(out), "--data", str(dataset_dir())]
+        )
+        assert result.exit_code == 0, result.output
+        assert check(out), suffix
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["figure", "fig4"], "unknown figure 'fig4'; figures: bytes_sent, flow_matrix"),
+        (
+            ["figure", "flow_matrix", "--out", "x.pdf"],
+            "cannot write x.pdf: use one of .png, .svg, .html, .json",
+        ),
+        (["figure", "flow_matrix", "--run", "nope"], "unknown run 'nope'"),
+        (["figure"], "give a figure name, or --list"),
+    ],
+)
+def test_figure_errors_are_one_line(args, message) -> None:
+    result = runner.invoke(app, [*args, "--data", str(dataset_dir())])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0
+    assert message in result.output
