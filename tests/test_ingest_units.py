@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tracecore.ingest import ingest, open_catalog
 from tracecore.ingest.discover import discover, worker_key
 from tracecore.ingest.runname import parse_run_name
 from tracecore.logs import detect_parser
+from tracecore.reader import read_capture
 from tracecore.sample import sample_run
 
 
@@ -167,3 +169,45 @@ def test_other_log_formats_become_their_own_tables(tmp_path: Path) -> None:
     con = open_catalog(out)
     assert con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] == 0
     con.close()
+
+
+def _swap(recs: list[bytes], i: int) -> list[bytes]:
+    """Records i and i+1 exchanged: the later-stamped packet is written first (real bytes, real stamps)."""
+    out = list(recs)
+    out[i], out[i + 1] = out[i + 1], out[i]
+    return out
+
+
+def test_part_files_stay_sorted_when_packets_are_out_of_order(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from tests.test_ingest_support import records, write_pcap
+    from tracecore.ingest.writer import CaptureTask, ingest_capture
+
+    header, recs = records(sample_run() / "worker-0-tcpdump.pcap")
+
+    def stamp(i: int) -> tuple[int, int]:
+        return struct.unpack_from("<II", recs[i])
+
+    edge = next(i for i in range(999, len(recs)) if stamp(i) != stamp(i + 1))  # batches end after `edge`
+    inner = next(i for i in range(edge // 2, edge) if stamp(i) != stamp(i + 1))
+    cases = {
+        "boundary": (_swap(recs, edge), 1),  # disorder across a batch boundary: merged
+        "inside": (_swap(recs, inner), 1),  # within a batch: sorted
+        "deep": (recs[2500:] + recs[:2500], 0),  # the second half first: several sorted files
+    }
+    for name, (recs_x, n_parts) in cases.items():
+        src = write_pcap(tmp_path / f"{name}.pcap", header, recs_x)
+        stage = tmp_path / name
+        stage.mkdir()
+        res = ingest_capture(CaptureTask(0, str(src), str(stage), batch_rows=edge + 1))
+        assert res.status == "ok"
+        assert res.packets == len(recs)
+        assert len(res.parts) == n_parts if n_parts else len(res.parts) > 1, name
+        total = []
+        for path, rows in res.parts:
+            got = pq.read_table(path, columns=["ts_ns"])["ts_ns"].to_pylist()
+            assert len(got) == rows
+            assert got == sorted(got), name
+            total += got
+        assert sorted(total) == sorted(read_capture(src)["ts_ns"].to_pylist())

@@ -2,9 +2,9 @@
 
 Why this shape: a capture is streamed batch by batch (memory stays flat for a 10 GB file), each
 reader batch becomes one row group (ROW_GROUP_ROWS), and a file is only ever appended in time order.
-A batch that is out of order inside is sorted; a batch that starts before the previous one ended
-starts a new part file, so every file is sorted by `ts_ns` without holding the capture in memory
-(captures are almost always in order, so this is nearly always one file per capture).
+A batch that is out of order inside is sorted; small disorder across batch boundaries is merged
+(TimeOrder); only disorder deeper than a whole batch starts a new part file. So every file is sorted
+by `ts_ns` without holding the capture in memory (in practice: one file per capture).
 
 Encodings (measured, see the ingest report): ts_ns is DELTA_BINARY_PACKED without dictionary (it is
 unique and increasing: deltas pack to a few bits), addresses/ports/lengths use dictionaries (few
@@ -187,13 +187,54 @@ class PartSink:
                     return
 
 
+class TimeOrder:
+    """Keeps part files sorted when packets are slightly out of order across batch boundaries.
+
+    Real captures are not strictly monotone (multi-queue NICs, several interfaces): a packet may be
+    stamped a few µs before one already read. One sorted batch is held back; when the next one starts
+    before it ends, both are merged and only the lower half is written. Only disorder deeper than a
+    whole batch starts a new part file.
+    """
+
+    def __init__(self, sink: PartSink):
+        self.sink = sink
+        self.pending: pa.RecordBatch | None = None
+        self.last: int | None = None
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Take a batch that is sorted within itself."""
+        if self.pending is None:
+            self.pending = batch
+            return
+        if batch.column(0)[0].as_py() >= self.pending.column(0)[-1].as_py():
+            self._emit(self.pending)
+            self.pending = batch
+            return
+        both = pa.Table.from_batches([self.pending, batch]).unify_dictionaries().combine_chunks()
+        both = both.take(pc.sort_indices(both["ts_ns"])).combine_chunks()
+        merged = both.to_batches()[0]
+        k = self.pending.num_rows
+        self._emit(merged.slice(0, k))
+        self.pending = merged.slice(k)
+
+    def flush(self) -> None:
+        if self.pending is not None:
+            self._emit(self.pending)
+            self.pending = None
+
+    def _emit(self, batch: pa.RecordBatch) -> None:
+        first = batch.column(0)[0].as_py()
+        self.sink.put(batch, new_part=self.last is not None and first < self.last)
+        self.last = batch.column(0)[-1].as_py()
+
+
 def ingest_capture(task: CaptureTask) -> CaptureResult:
     """Read one capture into staged part files; errors are recorded, good rows are kept."""
     start = time.perf_counter()
     res = CaptureResult(task.index)
     sink = PartSink(Path(task.stage_dir), task.index)
     reader = CaptureReader(task.src, task.batch_rows)
-    last_ts = None
+    order = TimeOrder(sink)
     try:
         for batch in reader.batches():
             n = batch.num_rows
@@ -203,14 +244,12 @@ def ingest_capture(task: CaptureTask) -> CaptureResult:
             if n > 1 and not bool(np.all(ts[1:] >= ts[:-1])):
                 batch = batch.take(pc.sort_indices(batch.column(0)))
                 ts = batch.column(0).to_numpy()
-            # a batch that starts before the previous one ended opens a new (sorted) file
-            sink.put(batch, new_part=last_ts is not None and ts[0] < last_ts)
-            last_ts = int(ts[-1])
+            order.add(batch)
             res.packets += n
             res.bytes += int(pc.sum(batch.column(1)).as_py())
-            lo = int(ts[0])
+            lo, hi = int(ts[0]), int(ts[-1])
             res.first_ts_ns = lo if res.first_ts_ns is None else min(res.first_ts_ns, lo)
-            res.last_ts_ns = last_ts if res.last_ts_ns is None else max(res.last_ts_ns, last_ts)
+            res.last_ts_ns = hi if res.last_ts_ns is None else max(res.last_ts_ns, hi)
             _count_addresses(batch.column(6), res.ip_counts, 0)
             _count_addresses(batch.column(7), res.ip_counts, 1)
             _report(task.index, int(pc.sum(batch.column(2)).as_py()) + 16 * n, n)
@@ -218,6 +257,7 @@ def ingest_capture(task: CaptureTask) -> CaptureResult:
         res.error = f"{err.reason}" + (f" at byte offset {err.offset}" if err.offset is not None else "")
     except OSError as err:
         res.error = f"cannot read: {err.strerror or err}"
+    order.flush()  # the packets read before an error are kept
     try:
         res.parts = sink.close()
         for path, _ in res.parts:
