@@ -46,7 +46,12 @@ __all__ = ["DEFAULT_BATCH_ROWS", "CaptureReader", "ReaderStats", "read_batches",
 
 
 def read_batches(path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """Stream a capture as RecordBatches of at most `batch_rows` packets (memory stays flat)."""
+    """Stream a capture as RecordBatches of at most `batch_rows` packets (memory stays flat).
+
+    Lazy: nothing is opened until the first batch is asked for, so `NotACaptureError` and
+    every other `CaptureError` surface while iterating (after the good batches before them).
+    Use `CaptureReader` to see warnings and stats as well.
+    """
     return CaptureReader(path, batch_rows).batches()
 
 
