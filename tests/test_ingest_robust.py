@@ -220,3 +220,46 @@ def test_pool_failure_falls_back_to_one_process(
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-2:] == [str(sum(expect.values())), "False"]
     assert _consistent(tmp_path / "out") == expect
+
+
+def _staged(out: Path) -> bool:
+    return any((out / ".staging").glob("*/*.parquet"))
+
+
+def _placed(out: Path) -> bool:
+    return not (out / "tracecore.duckdb").exists() and any((out / "packets").glob("*/*/*.parquet"))
+
+
+def _catalog_tmp(out: Path) -> bool:
+    return any(out.glob(".tracecore.duckdb.tmp-*"))
+
+
+def _committed(out: Path) -> bool:
+    return (out / "tracecore.duckdb").exists()
+
+
+@pytest.mark.slow
+def test_sigkill_in_each_phase_of_a_commit(big_runs: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
+    """Killed the moment a phase is seen on disk: while staging, after placing, mid-catalog, after commit."""
+    root, expect = big_runs
+    fired = []
+    for i, (name, seen) in enumerate(
+        [("staged", _staged), ("placed", _placed), ("catalog_tmp", _catalog_tmp), ("committed", _committed)]
+    ):
+        out = tmp_path / f"o{i}"
+        proc = _cli(str(root), "--out", str(out), "--jobs", "1", "-q")
+        while proc.poll() is None and not seen(out):
+            time.sleep(0.0005)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            fired.append(name)
+        proc.wait(timeout=60)
+        if (out / "tracecore.duckdb").exists():
+            _consistent(out)
+        assert not ingest([root], out, jobs=1).failed
+        assert _consistent(out) == expect
+        on_disk = {p.relative_to(out).as_posix() for p in (out / "packets").rglob("*.parquet")}
+        con = open_catalog(out)
+        assert on_disk == {r[0] for r in con.execute("SELECT path FROM _files").fetchall()}
+        con.close()
+    assert len(fired) >= 3, fired  # the phases are short; nearly always all four are hit
