@@ -144,6 +144,7 @@ def test_bad_inputs_are_reported_and_the_rest_is_ingested(tmp_path: Path) -> Non
     data[cut + 8 : cut + 12] = (0xFFFFFF).to_bytes(4, "little")  # record 3001 claims a 16 MB caplen
     (run / "worker-2-tcpdump.pcap").write_bytes(bytes(data))
     (run / "w9.pcap").write_text("this is not a capture\n")
+    (run / "w8.pcap").write_bytes(b"")
     log = (run / "train_history.log").read_text().splitlines()
     log.insert(5, "Batch,3,not-a-time,2.3,0.1")
     (run / "train_history.log").write_text("\n".join(log) + "\n")
@@ -160,7 +161,8 @@ def test_bad_inputs_are_reported_and_the_rest_is_ingested(tmp_path: Path) -> Non
     assert str(run / "worker-2-tcpdump.pcap") in bad["message"]
     assert f"byte offset {cut}" in bad["message"]
     problems = {Path(p["path"]).name: p["reason"] for p in report["problems"]}
-    assert "not pcap/pcapng" in problems["w9.pcap"]
+    assert problems["w9.pcap"] == "named like a capture but not pcap/pcapng (unknown magic bytes)"
+    assert problems["w8.pcap"] == "named like a capture but not pcap/pcapng (empty file (0 bytes))"
     assert "1 unparseable line(s)" in problems["train_history.log"]
     assert "line 6" in problems["train_history.log"]
     con = open_catalog(out)

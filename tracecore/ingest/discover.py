@@ -74,7 +74,7 @@ def worker_key(name: str) -> tuple[str, int]:
 
 
 def sniff(path: Path) -> str:
-    """'capture', 'compressed', 'text' or 'other', from the first bytes."""
+    """'capture', 'compressed', 'text', 'empty', 'other' or 'unreadable', from the first bytes."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(512)
@@ -84,7 +84,9 @@ def sniff(path: Path) -> str:
         return "capture"
     if any(head.startswith(m) for m in COMPRESSED_MAGICS):
         return "compressed"
-    if head and b"\x00" not in head:
+    if not head:
+        return "empty"
+    if b"\x00" not in head:
         return "text"
     return "other"
 
@@ -114,7 +116,8 @@ def _scan_folder(folder: Path, problems: list[tuple[str, str]]) -> tuple[list[Ca
             key, part = worker_key(p.name)
             captures.append(CaptureFile(p, p.name, key, part))
         elif _CAPTURE_EXT.search(_COMPRESSION_EXT.sub("", p.name)):
-            problems.append((str(p), "named like a capture but not pcap/pcapng (unknown magic bytes)"))
+            what = "empty file (0 bytes)" if kind == "empty" else "unknown magic bytes"
+            problems.append((str(p), f"named like a capture but not pcap/pcapng ({what})"))
         elif kind == "text" and p.name != RUN_TOML:
             logs.append(p)
     captures.sort(key=lambda c: (c.key, c.part, c.file))
@@ -147,7 +150,11 @@ def discover(paths: list[Path]) -> Discovery:
         elif path.is_file():
             kind = sniff(path)
             if not _is_capture(path, kind) and kind != "compressed":
-                reason = "cannot open the file" if kind == "unreadable" else "not a pcap or pcapng capture"
+                reasons = {
+                    "unreadable": "cannot open the file",
+                    "empty": "empty file (0 bytes): not a capture",
+                }
+                reason = reasons.get(kind, "not a pcap or pcapng capture")
                 found.problems.append((str(path), reason))
                 continue
             parent = path.resolve().parent
