@@ -30,7 +30,7 @@ def bytes_sent_chart(bytes_sent: pa.Table) -> alt.Chart:
             x=alt.X("run:N", title="Run", axis=alt.Axis(labelAngle=-20, labelLimit=260)),
             y=alt.Y("volume:Q", title=f"Transmitted volume [{unit}]", stack="zero"),
             color=alt.Color("worker:N", title="Sender", scale=alt.Scale(scheme="blues")),
-            order=alt.Order("worker:N"),
+            order=alt.Order("worker:O"),
             tooltip=["run:N", "worker:N", alt.Tooltip("volume:Q", format=".4g", title=unit)],
         )
         .properties(width=WIDTH, height=HEIGHT, title=title)

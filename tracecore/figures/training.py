@@ -89,11 +89,14 @@ def data_per_step_chart(data_per_step: pa.Table) -> alt.LayerChart | alt.Chart:
         ],
     )
     spread = base.mark_rule(color="black").encode(x="rank_payload_min:Q", x2="rank_payload_max:Q")
-    expected = (
-        base.transform_filter("datum.expected_rank_bytes != null")
-        .mark_tick(color="firebrick", thickness=3, size=22)
-        .encode(x="expected_rank_bytes:Q")
-    )
-    return (bars + spread + expected).properties(
-        width=WIDTH - 120, height=max(60, 30 * len(data)), title=title
+    layers = [bars, spread]
+    if any(r["expected_rank_bytes"] is not None for r in data):  # a layer with no data warns in Vega
+        layers.append(
+            base.transform_filter("datum.expected_rank_bytes != null")
+            .mark_tick(color="firebrick", thickness=3, size=22)
+            .encode(x="expected_rank_bytes:Q")
+        )
+    subtitle = "bar: mean over ranks · line: min–max over ranks · red tick: 2(N−1)/N × gradient bytes"
+    return alt.layer(*layers).properties(
+        width=WIDTH - 120, height=max(60, 30 * len(data)), title=alt.Title(title, subtitle=subtitle)
     )

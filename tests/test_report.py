@@ -1,0 +1,119 @@
+"""The HTML report: self-contained, drawn by a real headless Chromium with the network cut off."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from cli.app import app
+from tests.conftest import require_tool
+from tests.test_figures import decode_png
+from tests.test_views_support import BOTH, SAMPLE, dataset_dir
+from tracecore import figures
+from tracecore.report import write_report
+
+runner = CliRunner()
+
+
+def chromium(page: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
+    """Open `page` in headless Chromium (as root, no sandbox, fresh profile, no network at all)."""
+    exe = require_tool("chromium")
+    argv = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--host-resolver-rules=MAP * ~NOTFOUND",  # any name lookup fails: the page must need none
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=30000",  # let vega-embed's promises settle before dumping
+        *extra,
+        page.resolve().as_uri(),
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+
+
+def console_messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    return write_report(dataset_dir(), tmp_path_factory.mktemp("report"))
+
+
+def test_report_is_one_self_contained_file(report) -> None:
+    assert report.name == "index.html"
+    assert sorted(p.name for p in report.parent.iterdir()) == ["index.html"]
+    page = report.read_text(encoding="utf-8")
+    assert "<script src" not in page
+    assert "<link" not in page
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
+    assert page.count('class="chart"') == len(figures.figure_names())
+    for name in figures.figure_names():
+        assert f'id="fig-{name}"' in page
+    assert "window.vegaEmbed=" in page  # the bundle is inline
+    for run in (SAMPLE, BOTH):
+        assert run in page
+    assert "Table I" in page
+    assert "Table II" in page
+
+
+def test_report_draws_every_chart_offline_without_console_errors(report, tmp_path) -> None:
+    dom = chromium(report, tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert console_messages(dom.stderr) == []
+    total = len(figures.figure_names())
+    body = re.search(r"<body[^>]*>\s*<header>", dom.stdout).group(0)  # the bundle's strings mention <body>
+    assert f'data-charts-total="{total}"' in body
+    assert f'data-charts-drawn="{total}"' in body
+    assert 'data-charts-failed=""' in body
+    for name in figures.figure_names():  # each chart container holds a drawn SVG with marks
+        container = dom.stdout.split(f'id="fig-{name}"', 1)[1].split("</section>", 1)[0]
+        assert "<svg" in container, name
+        assert container.count("<path") + container.count("<rect") + container.count("<line") > 3, name
+
+    shot = tmp_path / "report.png"
+    run = chromium(report, tmp_path, f"--screenshot={shot}", "--window-size=1400,4000", "--hide-scrollbars")
+    assert run.returncode == 0, run.stderr[-2000:]
+    pixels = decode_png(shot.read_bytes())
+    assert pixels.shape[:2] == (4000, 1400)
+    rgb = pixels[..., :3].astype(float)
+    assert rgb.var() > 500
+    assert (np.abs(rgb - 255).sum(axis=2) > 60).mean() > 0.05  # charts, not an empty page
+
+
+def test_the_console_check_can_fail(tmp_path) -> None:
+    """The same check on a page that logs an error does see it."""
+    page = tmp_path / "bad.html"
+    page.write_text("<html><body><script>console.error('boom'); missing();</script></body></html>")
+    run = chromium(page, tmp_path, "--dump-dom")
+    messages = console_messages(run.stderr)
+    assert any("boom" in m for m in messages)
+    assert any("missing is not defined" in m for m in messages)
+
+
+def test_report_command_selects_runs(tmp_path) -> None:
+    result = runner.invoke(
+        app, ["report", str(tmp_path / "r"), "--runs", SAMPLE, "--data", str(dataset_dir())]
+    )
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    assert SAMPLE in page
+    assert BOTH not in page
+    result = runner.invoke(
+        app, ["report", str(tmp_path / "x"), "--runs", "nope", "--data", str(dataset_dir())]
+    )
+    assert result.exit_code == 2
+    assert "unknown run 'nope'" in result.output
+    assert not (tmp_path / "x" / "index.html").exists()
