@@ -123,3 +123,19 @@ def test_single_file_input_adds_to_its_run(tmp_path: Path) -> None:
     con = open_catalog(out)
     n = con.execute("SELECT count(*) FROM packets_all").fetchone()[0]
     assert n == 4531 + 4216 + read_capture(other).num_rows
+
+
+def test_a_connection_opened_after_an_ingest_sees_it(tmp_path: Path) -> None:
+    """Even while an older connection to the replaced catalog is still open in this process."""
+    run = copy_run(tmp_path / "in")
+    out = tmp_path / "out"
+    ingest([run], out, jobs=1)
+    before = open_catalog(out)
+    header, recs = records(run / "worker-0-tcpdump.pcap")
+    write_pcap(run / "worker-0-tcpdump.pcap", header, recs[:100])
+    ingest([run], out, jobs=1)
+    after = open_catalog(out)
+    assert after.execute("SELECT count(*) FROM packets WHERE worker = 'W1'").fetchone() == (100,)
+    assert before.execute("SELECT packets FROM captures WHERE worker = 'W1'").fetchone() == (4531,)
+    before.close()
+    after.close()

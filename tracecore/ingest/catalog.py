@@ -170,7 +170,7 @@ def load_state(out: Path) -> State:
     if not path.is_file():
         return State()
     try:
-        con = duckdb.connect(str(path), read_only=True)
+        con = attach(path)
     except duckdb.Error as err:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     try:
@@ -191,8 +191,25 @@ def load_state(out: Path) -> State:
         con.close()
 
 
+def attach(path: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory DuckDB with the catalog file attached (as `tracecore`) and selected.
+
+    Why not `duckdb.connect(path)`: DuckDB keeps one instance per path per process, so a connection
+    opened before an ingest replaced the file would keep handing out the old catalog, whose Parquet
+    files are gone. Attaching opens the file as it is now, every time.
+    """
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH {_lit(str(path))} AS tracecore" + (" (READ_ONLY)" if read_only else ""))
+        con.execute("USE tracecore")
+    except duckdb.Error:
+        con.close()
+        raise
+    return con
+
+
 def _meta_of(path: Path) -> dict[str, str]:
-    con = duckdb.connect(str(path), read_only=True)
+    con = attach(path)
     try:
         return dict(con.execute("SELECT key, value FROM _meta").fetchall())
     finally:
@@ -221,7 +238,7 @@ def open_catalog(data_dir: Path | str | None = None, read_only: bool = True) -> 
         write_catalog(con, load_state(root), root)
         return con
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        return attach(path, read_only)
     except duckdb.Error as err:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
 
