@@ -211,3 +211,21 @@ def test_part_files_stay_sorted_when_packets_are_out_of_order(tmp_path: Path) ->
             assert got == sorted(got), name
             total += got
         assert sorted(total) == sorted(read_capture(src)["ts_ns"].to_pylist())
+
+
+def test_cli_prints_a_summary_table_and_reruns_skip(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cli.app import app
+
+    runner = CliRunner()
+    args = ["ingest", str(sample_run()), "--out", str(tmp_path / "out"), "--quiet"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    text = " ".join(first.output.split())
+    assert "ingest →" in text
+    assert text.count("ingested") == 4
+    assert "1 run(s), 17,027 packets read in" in text
+    second = runner.invoke(app, args)
+    assert second.exit_code == 0
+    assert " ".join(second.output.split()).count("unchanged") == 4
