@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
+
 from tracecore.errors import DatasetError, TracecoreError
 from tracecore.ingest import layout, runner
 from tracecore.ingest.catalog import commit_catalog, default_data_dir, export_tables, load_state
@@ -77,10 +79,13 @@ def ingest(
             if not force:
                 raise
             state = State()
-        layout.recover(out, set(state.tables["_files"]["path"].to_pylist()))
-        plans = [_plan(run, state, force, summary) for run in found.runs]
         stage = out / layout.STAGING / uuid.uuid4().hex[:12]
-        stage.mkdir(parents=True)
+        try:
+            layout.recover(out, set(state.tables["_files"]["path"].to_pylist()))
+            stage.mkdir(parents=True)
+        except OSError as err:
+            raise DatasetError(f"{out}: cannot prepare the dataset directory: {err.strerror or err}") from err
+        plans = [_plan(run, state, force, summary) for run in found.runs]
         try:
             results = _read_all(plans, stage, jobs, progress, summary, parallel_min_bytes)
             _commit(out, state, plans, results, summary)
@@ -282,11 +287,14 @@ def _commit(
     for name in set(extra) | (set(state.tables) - set(new_tables)):
         # other parsers' tables: a touched run's rows are replaced (or dropped when its log is gone)
         state.replace_runs(name, touched, _concat(extra[name]) if name in extra else [])
-    for src, rel, link in moves:
-        layout.place(out, src, rel, link)
-    layout.fsync_dirs(out, [rel for _, rel, _ in moves])
-    summary.warnings += commit_catalog(out, state)
-    export_tables(out, state)
+    try:
+        for src, rel, link in moves:
+            layout.place(out, src, rel, link)
+        layout.fsync_dirs(out, [rel for _, rel, _ in moves])
+        summary.warnings += commit_catalog(out, state)
+        export_tables(out, state)
+    except (OSError, duckdb.Error) as err:  # disk full, permissions: the old state stays committed
+        raise DatasetError(f"{out}: cannot write the dataset: {str(err).splitlines()[0]}") from err
     layout.delete(out, old_paths - set(state.tables["_files"]["path"].to_pylist()))
 
 
