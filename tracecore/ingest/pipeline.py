@@ -58,9 +58,9 @@ def ingest(
     Unchanged captures (same size and checksum) are skipped unless `force`; changed ones replace
     their partitions. Bad inputs are reported in the summary (`summary.failed`), never raised;
     a DatasetError is raised only when the dataset itself cannot be used (locked, unreadable).
-    `jobs` is the number of CPU cores to use (default: all). One reading process keeps two busy (the
-    reader decodes while a thread encodes Parquet), so `jobs // 2` processes read captures in parallel,
-    and only when the captures to read total `parallel_min_bytes` or more.
+    `jobs` is the number of CPU cores to use (default: all): up to `jobs` captures are read at once
+    on threads of this process; when the captures to read total `parallel_min_bytes` or more, they
+    are read in `jobs // 2` worker processes instead (each keeps two cores busy: decode + encode).
     """
     start = time.perf_counter()
     out = Path(out) if out is not None else default_data_dir()
@@ -166,7 +166,7 @@ def _read_all(
     total = sum(r["size"] for r in rows)
     procs = max(1, jobs // 2) if total >= min_pool else 1
     with IngestProgress(total, len(tasks), progress) as bar:
-        for res in runner.run_tasks(tasks, procs, bar.tick):
+        for res in runner.run_tasks(tasks, procs, jobs, bar.tick):
             results[res.index] = res
             bar.file_done()
     return results

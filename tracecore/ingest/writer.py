@@ -55,6 +55,7 @@ DICT_COLUMNS = [
 ]
 STATS_COLUMNS = ["ts_ns", "src_ip", "dst_ip", "ip_proto", "src_port", "dst_port"]
 _progress_queue = None
+CANCEL = threading.Event()  # set by the runner when the ingest is abandoned (Ctrl-C, error)
 
 
 @dataclass
@@ -237,6 +238,9 @@ def ingest_capture(task: CaptureTask) -> CaptureResult:
     order = TimeOrder(sink)
     try:
         for batch in reader.batches():
+            if CANCEL.is_set():
+                res.error = "cancelled"
+                break
             n = batch.num_rows
             if n == 0:
                 continue
