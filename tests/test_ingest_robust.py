@@ -265,3 +265,21 @@ def test_sigkill_in_each_phase_of_a_commit(big_runs: tuple[Path, dict[str, int]]
         assert on_disk == {r[0] for r in con.execute("SELECT path FROM _files").fetchall()}
         con.close()
     assert len(fired) >= 3, fired  # the phases are short; nearly always all four are hit
+
+
+def test_ctrl_c_stops_promptly_and_keeps_the_old_state(
+    big_runs: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    root, expect = big_runs
+    out = tmp_path / "out"
+    assert not ingest([root], out, jobs=1).failed
+    proc = _cli(str(root), "--out", str(out), "--force", "-q")
+    while proc.poll() is None and not _staged(out):
+        time.sleep(0.0005)
+    assert proc.poll() is None, "the ingest finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == "Interrupted; nothing half-written was kept."
+    assert not (out / ".staging").exists()
+    assert _consistent(out) == expect
