@@ -6,6 +6,7 @@ dataset; the reference reads the same pcaps with dpkt into pandas (tests/test_vi
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -382,3 +383,37 @@ def test_run_summary(con) -> None:
         assert got.loc[run, "bytes"] == p.frame_len.sum()
         assert got.loc[run, "workers"] == 4
         assert got.loc[run, "log_steps"] == (train_log(run).Type == "Batch").sum()
+
+
+# ---- column pruning -----------------------------------------------------------------------------
+NEEDED = {
+    # view: packet columns it may read (worker is read by ingest's de-duplication filter on packets)
+    "flow_matrix": {"run", "worker", "src_ip", "dst_ip", "frame_len"},
+    "bytes_sent": {"run", "worker", "src_ip", "dst_ip", "frame_len"},
+    "link_util": {"run", "worker", "src_ip", "dst_ip", "frame_len", "ts_ns"},
+    "link_total": {"run", "worker", "src_ip", "frame_len", "ts_ns"},
+    "run_bounds": {"run", "worker", "src_ip", "ts_ns"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEEDED))
+def test_views_read_only_the_columns_they_need(con, name) -> None:
+    plan = json.loads(con.sql(f"EXPLAIN (FORMAT json) SELECT * FROM {name}").fetchall()[0][1])
+    scans: list[list[str]] = []
+
+    def walk(node) -> None:
+        if isinstance(node, list):
+            for child in node:
+                walk(child)
+        elif isinstance(node, dict):
+            info = node.get("extra_info", {})
+            if info.get("Function") == "READ_PARQUET":
+                projections = info.get("Projections", [])
+                scans.append([projections] if isinstance(projections, str) else projections)
+            walk(node.get("children", []))
+
+    walk(plan)
+    assert scans, plan
+    read = {column for scan in scans for column in scan}
+    assert "ts_ns" in read or name in ("flow_matrix", "bytes_sent")
+    assert read <= NEEDED[name], read - NEEDED[name]
