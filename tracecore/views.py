@@ -2,6 +2,16 @@
 
 In the wheel the files live in `tracecore/queries/` (hatch force-include); in a source checkout
 they live in the top-level `queries/` folder. Both are found the same way.
+
+Convention for a view file `queries/NAME.sql`: a header comment (first line = one-line purpose,
+then semantics, `Parameters:` and `Columns:` with units), then
+`CREATE OR REPLACE MACRO NAME(param := default, ...) AS TABLE ...` followed by
+`CREATE OR REPLACE VIEW NAME AS SELECT * FROM NAME()`. DuckDB keeps table macros and views in
+separate namespaces, so ad hoc SQL can say `SELECT * FROM link_util` (the defaults) or
+`SELECT * FROM link_util(bin_ns := 100000, runs := ['r1'])`. Common parameters: `runs` (list of
+run names, NULL = all), `from_ns`/`to_ns` (window, ns after the run's first packet), `bin_ns`.
+Inside a macro a parameter shadows a column of the same name, so parameters are never named like
+a column the body reads unqualified. A file without a macro (e.g. `run_meta`) is a plain view.
 """
 
 from __future__ import annotations
