@@ -146,7 +146,9 @@ def build_call(name: str, runs: list[str] | None, params: dict[str, Any]) -> tup
     """SQL that runs view `name` with the given parameters, and the prepared-statement values."""
     declared = view_params(name)
     names = [p.name for p in declared]
-    unknown = [k for k in params if k not in names or k == "runs"]
+    if "runs" in params:
+        raise UsageError("select runs with --run (or the runs argument), not as a view parameter")
+    unknown = [k for k in params if k not in names]
     if unknown:
         offered = ", ".join(n for n in names if n != "runs") or "none"
         raise UsageError(
@@ -160,6 +162,12 @@ def build_call(name: str, runs: list[str] | None, params: dict[str, Any]) -> tup
         return sql, {}
     by_name = {p.name: p for p in declared}
     values: dict[str, Any] = {k: convert_param(by_name[k], v) for k, v in params.items() if v is not None}
+    for key in ("bin_ns", "window_ns"):
+        if key in values and not (isinstance(values[key], int) and values[key] > 0):
+            raise UsageError(f"{key} must be a positive whole number of ns (e.g. 10ms), got {values[key]!r}")
+    for width in values.get("bins_ns") or []:
+        if not (isinstance(width, int) and width > 0):
+            raise UsageError(f"bins_ns must be positive whole numbers of ns, got {width!r}")
     if runs and "runs" in names:
         values["runs"] = runs
     args = ", ".join(f"{k} := ${k}" for k in values)
