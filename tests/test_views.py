@@ -417,3 +417,22 @@ def test_views_read_only_the_columns_they_need(con, name) -> None:
     read = {column for scan in scans for column in scan}
     assert "ts_ns" in read or name in ("flow_matrix", "bytes_sent")
     assert read <= NEEDED[name], read - NEEDED[name]
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_topology_check_measured_side(con, run) -> None:
+    """Payload per directed worker pair in the training window, its share and per-step value."""
+    log = train_log(run)
+    b = log[log.Type == "Batch"].ts_ns
+    p = packets(run)
+    w = worker_pairs(p[(p.ts_ns > b.min()) & (p.ts_ns <= b.max())], run)
+    payload = w.groupby(["src_worker", "dst_worker"]).payload.sum()
+    got = q(con, "topology_check", runs=[run]).set_index(["src_worker", "dst_worker"])
+    assert len(got) == 12
+    steps = len(b) - 1
+    for key, row in got.iterrows():
+        value = payload.get(key, 0)
+        assert row.payload_bytes == value
+        assert row.measured_share == pytest.approx(value / payload.sum(), rel=1e-12, abs=1e-15)
+        assert row.payload_per_step == pytest.approx(value / steps, rel=1e-12, abs=1e-12)
+        assert row.steps == steps
