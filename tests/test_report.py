@@ -117,3 +117,29 @@ def test_report_command_selects_runs(tmp_path) -> None:
     assert result.exit_code == 2
     assert "unknown run 'nope'" in result.output
     assert not (tmp_path / "x" / "index.html").exists()
+
+
+def test_views_figures_and_report_on_captures_that_are_not_training_runs(corpus_dir, tmp_path) -> None:
+    """Single-host corpus captures (no worker pairs, no log): every view runs, empty charts say why."""
+    from tracecore import query, views
+    from tracecore.ingest import ingest, open_catalog
+
+    files = [corpus_dir / "dpkt__http.pcap", corpus_dir / "arkime__v6-http.pcap"]
+    assert not ingest(files, tmp_path / "data", jobs=1).failed
+    con = open_catalog(tmp_path / "data")
+    try:
+        rows = {name: query.run_view(con, name).num_rows for name in views.view_names()}
+    finally:
+        con.close()
+    assert rows["flow_matrix"] > 0
+    assert rows["link_total"] > 0
+    assert rows["link_util"] == 0  # one worker per run: no worker pair
+    assert rows["accuracy_vs_data"] == 0  # no training log
+    page = write_report(tmp_path / "data", tmp_path / "report")
+    text = page.read_text(encoding="utf-8")
+    assert "no training log for the selected runs" in text
+    assert "no worker-to-worker traffic in the selected runs" in text
+    dom = chromium(page, tmp_path, "--dump-dom")
+    assert console_messages(dom.stderr) == []
+    total = len(figures.figure_names())
+    assert f'data-charts-drawn="{total}"' in re.search(r"<body[^>]*>\s*<header>", dom.stdout).group(0)
