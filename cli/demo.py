@@ -25,7 +25,7 @@ def demo(
 
     from rich.console import Console
 
-    from cli.ingest import _print_table as print_summary
+    from cli.ingest import print_summary
     from tracecore.demo import SHOWN_VIEWS, run_demo
     from tracecore.query import write_result
 

@@ -66,12 +66,12 @@ def ingest(
     if as_json:
         typer.echo(json.dumps(summary.to_json(), indent=2))
     else:
-        _print_table(summary)
+        print_summary(summary)
     if summary.failed:
         raise typer.Exit(BAD_INPUT_EXIT)
 
 
-def _print_table(summary: IngestSummary) -> None:
+def print_summary(summary: IngestSummary) -> None:
     from rich.console import Console
     from rich.table import Table
 

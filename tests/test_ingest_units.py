@@ -229,3 +229,28 @@ def test_cli_prints_a_summary_table_and_reruns_skip(tmp_path: Path) -> None:
     second = runner.invoke(app, args)
     assert second.exit_code == 0
     assert " ".join(second.output.split()).count("unchanged") == 4
+
+
+def test_run_toml_model_size_becomes_typed_columns(tmp_path: Path) -> None:
+    from tracecore.ingest.runname import RunMeta, apply_run_toml
+
+    toml = tmp_path / "run.toml"
+    toml.write_text("[run]\nbatch_size = 16\n[model]\nn_params = 19954\ngradient_bytes = 79816\n")
+    meta = RunMeta()
+    assert apply_run_toml(meta, toml) == []
+    assert (meta.grad_bytes, meta.n_params, meta.batch_size) == (79816, 19954, 16)
+    toml.write_text("grad_bytes = 4000\n")
+    meta = RunMeta()
+    apply_run_toml(meta, toml)
+    assert (meta.grad_bytes, meta.n_params) == (4000, None)
+
+
+def test_sample_run_carries_gradient_bytes_into_runs(tmp_path: Path) -> None:
+    from tracecore.sample import sample_root
+
+    ingest([sample_root()], tmp_path / "data", progress=False)
+    con = open_catalog(tmp_path / "data")
+    try:
+        assert con.sql("SELECT grad_bytes, n_params FROM runs").fetchall() == [(79816, 19954)]
+    finally:
+        con.close()

@@ -180,7 +180,7 @@ def load_state(out: Path) -> State:
         for name in names:
             table = con.sql(f'SELECT * FROM "{name}"').to_arrow_table()
             schema = BASE_SCHEMAS.get(name)
-            tables[name] = table.cast(schema) if schema is not None else table
+            tables[name] = _conform(table, schema) if schema is not None else table
         return State(tables=tables, next_part=int(meta.get("next_part", "0")))
     except (duckdb.Error, KeyError, ValueError) as err:
         raise DatasetError(
@@ -189,6 +189,14 @@ def load_state(out: Path) -> State:
         ) from err
     finally:
         con.close()
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A stored table in today's schema: columns added since it was written become NULL."""
+    for fld in schema:
+        if fld.name not in table.column_names:
+            table = table.append_column(fld.name, pa.nulls(table.num_rows, fld.type))
+    return table.select(schema.names).cast(schema)
 
 
 def attach(path: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:

@@ -31,6 +31,8 @@ class RunMeta:
     loss_pct: float | None = None
     topology: str | None = None
     name_parsed: bool = False
+    grad_bytes: int | None = None  # bytes all-reduced per step (run.toml gradient_bytes / grad_bytes)
+    n_params: int | None = None  # model parameters (run.toml n_params)
     extra: dict = field(default_factory=dict)
     worker_ips: dict[str, str] = field(default_factory=dict)  # capture file or key → IP, from run.toml
     name: str | None = None  # run.toml [run] name, when given
@@ -96,6 +98,7 @@ def apply_run_toml(meta: RunMeta, path: Path) -> list[str]:
             meta.name = value
         elif key != "loss":
             meta.extra[key] = value
+    _apply_model_size(meta, run, doc.get("model"))
     for entry in (doc.get("capture") or {}).get("worker") or []:
         if isinstance(entry, dict) and entry.get("file") and entry.get("ip"):
             meta.worker_ips[str(entry["file"])] = str(entry["ip"])
@@ -103,6 +106,16 @@ def apply_run_toml(meta: RunMeta, path: Path) -> list[str]:
         if isinstance(value, str):
             meta.worker_ips[key] = value
     return warnings
+
+
+def _apply_model_size(meta: RunMeta, run: dict, model: object) -> None:
+    """Gradient bytes and parameter count, typed, from [run] or [model]: the views' physics needs them."""
+    for table in (run, model if isinstance(model, dict) else {}):
+        for key in ("grad_bytes", "gradient_bytes"):
+            if _is_int(table.get(key)):
+                meta.grad_bytes = int(table[key])
+        if _is_int(table.get("n_params")):
+            meta.n_params = int(table["n_params"])
 
 
 def _is_int(value: object) -> bool:
