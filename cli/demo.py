@@ -23,20 +23,16 @@ def demo(
     """Ingest the embedded 4-worker DDP sample, show key views, and write the HTML report."""
     import sys
 
-    from rich.console import Console
-
     from cli.ingest import print_summary
-    from tracecore.demo import SHOWN_VIEWS, run_demo
+    from tracecore.demo import SHOWN, run_demo
     from tracecore.query import write_result
+    from tracecore.sample import SAMPLE_RUN
 
-    console = Console(width=max(Console().width, 140))
     result = run_demo(out, progress=sys.stderr.isatty())
     print_summary(result.summary)
-    for name, question in SHOWN_VIEWS:
-        console.print(f"\n[bold]{question}[/bold]  (tracecore query {name})")
-        typer.echo(write_result(result.tables[name], "table", None))
-    if result.link_peaks is not None:
-        console.print("\n[bold]Link utilization in 10 ms bins[/bold]  (tracecore query link_util)")
-        typer.echo(write_result(result.link_peaks, "table", None))
-    console.print(f"\nDataset: {result.data_dir}   (try: tracecore query --list --data {result.data_dir})")
-    console.print(f"Report:  {result.report}")
+    typer.echo(f"\nRun {SAMPLE_RUN}: 4 PyTorch DDP ranks (gloo), captured at each sender like the paper")
+    for shown in SHOWN:
+        typer.secho(f"\n{shown.question}   [tracecore query {shown.view}]", bold=True)
+        typer.echo(write_result(result.tables[shown.view], "table", None))
+    typer.echo(f"\nDataset: {result.data_dir}   (next: tracecore query --list --data {result.data_dir})")
+    typer.echo(f"Report:  {result.report.resolve() if result.report else '(none)'}")

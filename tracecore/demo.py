@@ -2,7 +2,8 @@
 
 `make demo` runs this through `tracecore demo`. It is the main job in miniature, on a real 4-worker
 PyTorch DDP (gloo) capture shipped inside the package (`tracecore.sample`), so a new user sees every
-stage work before pointing tracecore at their own captures.
+stage work before pointing tracecore at their own captures. Each shown table is a narrow SELECT over
+a named view, printed with the view's name so the user knows what to query next.
 """
 
 from __future__ import annotations
@@ -16,30 +17,67 @@ if TYPE_CHECKING:
 
     from tracecore.ingest import IngestSummary
 
-#: The views whose results the demo shows, with the question each answers.
-SHOWN_VIEWS: tuple[tuple[str, str], ...] = (
-    ("bytes_sent", "How much did each worker send?"),
-    ("flow_matrix", "Who talks to whom?"),
-    ("topology_check", "Does the traffic match the collective (gloo ring)?"),
-    ("data_per_step", "How many bytes per training step?"),
+
+@dataclass(frozen=True)
+class Shown:
+    """One question the demo answers: the view behind it and a narrow query over that view."""
+
+    question: str
+    view: str
+    sql: str
+
+
+SHOWN: tuple[Shown, ...] = (
+    Shown(
+        "Who talks to whom? MB sent per directed worker pair",
+        "flow_matrix",
+        """PIVOT (SELECT src_worker AS "from", dst_worker, round(bytes / 1e6, 3) AS mb FROM flow_matrix())
+           ON dst_worker USING sum(mb) ORDER BY "from" """,
+    ),
+    Shown(
+        "Does the traffic match the collective? (gloo ring: rank i sends to i-1)",
+        "topology_check",
+        """SELECT src_worker, dst_worker, pattern, predicted, round(payload_per_step) AS payload_b_per_step,
+                  predicted_per_step AS model_b_per_step, round(per_step_ratio, 4) AS ratio
+           FROM topology_check() WHERE predicted ORDER BY src_worker""",
+    ),
+    Shown(
+        "Bytes per training step (all workers) and per rank against 2(N-1)/N x gradient bytes",
+        "data_per_step",
+        """SELECT steps, round(step_s * 1e3, 1) AS step_ms, round(mb_per_step, 3) AS mb_per_step,
+                  round(rank_payload_per_step) AS rank_payload_b, grad_bytes,
+                  expected_rank_bytes AS model_rank_b, round(payload_ratio, 4) AS ratio
+           FROM data_per_step()""",
+    ),
+    Shown(
+        "Link utilization in 10 ms bins (links that carried ≥ 1 MB)",
+        "link_util",
+        """SELECT src_worker, dst_worker, round(max(gbps), 3) AS peak_gbps, round(avg(gbps), 4) AS mean_gbps,
+                  count(*) AS bins, round(sum(bytes) / 1e6, 2) AS mb
+           FROM link_util() GROUP BY ALL HAVING sum(bytes) >= 1e6 ORDER BY src_worker""",
+    ),
+    Shown(
+        "Flows under four definitions",
+        "flow_counts",
+        "SELECT definition, flows FROM flow_counts() ORDER BY definition",
+    ),
 )
 
 
 @dataclass
 class DemoResult:
-    """What the demo produced: the ingest summary, a few view results and the report's path."""
+    """What the demo produced: the ingest summary, the shown tables and the report's path."""
 
     data_dir: Path
     summary: IngestSummary
-    tables: dict[str, pa.Table] = field(default_factory=dict)
-    link_peaks: pa.Table | None = None
+    tables: dict[str, pa.Table] = field(default_factory=dict)  # keyed by Shown.view
     report: Path | None = None
 
 
 def run_demo(out_dir: Path, *, progress: bool = False) -> DemoResult:
-    """Ingest the embedded sample into `out_dir/data`, run the key views, write `out_dir/report`."""
+    """Ingest the embedded sample into `out_dir/data`, run the shown queries, write `out_dir/report`."""
     from tracecore.ingest import ingest, open_catalog
-    from tracecore.query import run_sql, run_view
+    from tracecore.query import run_sql
     from tracecore.report import write_report
     from tracecore.sample import sample_root
 
@@ -48,23 +86,9 @@ def run_demo(out_dir: Path, *, progress: bool = False) -> DemoResult:
     result = DemoResult(data_dir=data_dir, summary=summary)
     con = open_catalog(data_dir, read_only=True)
     try:
-        for name, _question in SHOWN_VIEWS:
-            result.tables[name] = run_view(con, name)
-        result.link_peaks = run_sql(con, LINK_PEAKS_SQL)
+        for shown in SHOWN:
+            result.tables[shown.view] = run_sql(con, shown.sql)
     finally:
         con.close()
     result.report = write_report(data_dir, out_dir / "report")
     return result
-
-
-#: Peak and mean 10 ms utilization of every link that carried real load (≥ 1 MB).
-LINK_PEAKS_SQL = """
-SELECT run, src_worker, dst_worker,
-       round(max(gbps), 3) AS peak_gbps_10ms,
-       round(avg(gbps), 3) AS mean_gbps_10ms,
-       round(sum(bytes) / 1e6, 2) AS mb
-FROM link_util()
-GROUP BY ALL
-HAVING sum(bytes) >= 1e6
-ORDER BY run, src_worker, dst_worker
-"""
