@@ -59,6 +59,11 @@ def test_per_rank_bytes_per_step_match_the_gradient_size(con) -> None:
     topo = query.run_view(con, "topology_check", runs=[SAMPLE]).to_pandas()
     for r in topo[topo.predicted].itertuples():
         assert abs(r.payload_per_step / expected - 1) <= 0.10
+    # ingest carries the gradient size into the catalog: the views predict the same figure
+    assert row.grad_bytes == grad
+    assert row.expected_rank_bytes == pytest.approx(expected)
+    assert 1.0 <= row.payload_ratio <= 1.10
+    assert list(topo[topo.predicted].predicted_per_step) == pytest.approx([expected] * 4)
 
 
 def test_gradient_bytes_from_run_metadata_give_predicted_bytes(tmp_path) -> None:
