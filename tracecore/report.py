@@ -119,7 +119,7 @@ def render_report(con: duckdb.DuckDBPyConnection, runs: list[str] | None, source
             f'<p class="purpose">{html.escape(purpose)} (tracecore query {view})</p>'
             f'<div class="scroll">{html_table(table, columns)}</div></section>'
         )
-        nav.append(f'<a href="#table-{view}">{html.escape(heading.split(":")[0])}</a>')
+        nav.append(f'<a href="#table-{view}">{html.escape(heading.split(":")[0])} (numbers)</a>')
     summary = run_view(con, "run_summary", runs=runs)
     names = summary.column("run").to_pylist()
     title = "tracecore report"
