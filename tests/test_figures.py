@@ -159,6 +159,15 @@ def test_builders_are_plain_functions_of_view_results(con) -> None:
     assert lines["title"].endswith(SAMPLE)
 
 
+def test_builders_take_pandas_and_polars_too(con) -> None:
+    import polars as pl
+
+    table = run_view(con, "link_util", runs=[SAMPLE])
+    reference = timeseries.link_util_chart(table).to_dict()
+    assert timeseries.link_util_chart(table.to_pandas()).to_dict() == reference
+    assert timeseries.link_util_chart(pl.from_arrow(table)).to_dict() == reference
+
+
 def test_figure_command_writes_each_format(tmp_path) -> None:
     for suffix, check in (
         (".png", lambda p: p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"),

@@ -19,8 +19,21 @@ HEIGHT = 300
 PAIR_SEP = "→"
 
 
-def rows(table: pa.Table, columns: list[str] | None = None) -> list[dict[str, Any]]:
-    """The rows of `table` (optionally only `columns`) as JSON-safe dicts (NaN → None)."""
+def as_arrow(table: Any) -> pa.Table:
+    """A pyarrow Table from a view result: pyarrow as is, polars via to_arrow, pandas via from_pandas."""
+    if isinstance(table, pa.Table):
+        return table
+    if hasattr(table, "to_arrow"):
+        return table.to_arrow()
+    return pa.Table.from_pandas(table, preserve_index=False)
+
+
+def rows(table: Any, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of `table` (optionally only `columns`) as JSON-safe dicts (NaN → None).
+
+    `table` is a view result as pyarrow (what `tracecore.query.run_view` returns), polars or pandas.
+    """
+    table = as_arrow(table)
     if columns is not None:
         table = table.select(columns)
     out = table.to_pylist()

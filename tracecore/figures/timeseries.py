@@ -9,7 +9,7 @@ from __future__ import annotations
 import altair as alt
 import pyarrow as pa
 
-from tracecore.figures._data import HEIGHT, WIDTH, empty_chart, inline, pair_label, rows
+from tracecore.figures._data import HEIGHT, WIDTH, as_arrow, empty_chart, inline, pair_label, rows
 
 
 def link_util_chart(link_util: pa.Table, title: str | None = None) -> alt.Chart | alt.FacetChart:
@@ -20,7 +20,7 @@ def link_util_chart(link_util: pa.Table, title: str | None = None) -> alt.Chart 
         return empty_chart(title, "no worker-to-worker traffic in the selected runs")
     for r in data:
         r["link"] = pair_label(r.pop("src_worker"), r.pop("dst_worker"))
-    bin_ms = link_util.column("bin_ns")[0].as_py() / 1e6
+    bin_ms = as_arrow(link_util).column("bin_ns")[0].as_py() / 1e6
     chart = (
         alt.Chart()
         .mark_line(strokeWidth=1.2, interpolate="step-after")
