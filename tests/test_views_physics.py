@@ -122,3 +122,41 @@ def test_bench_matrix_physics_and_loss_duration(tmp_path) -> None:
         assert base.normalized == pytest.approx(1.0)
     finally:
         c.close()
+
+
+EDGES = {
+    "STAR": {("W1", "W2"), ("W1", "W3"), ("W1", "W4"), ("W2", "W1"), ("W3", "W1"), ("W4", "W1")},
+    "TREE": {("W1", "W2"), ("W1", "W3"), ("W1", "W4"), ("W2", "W1"), ("W3", "W1"), ("W4", "W1")},
+    "BINARY_TREE_STAR": {("W1", "W2"), ("W1", "W3"), ("W2", "W4"), ("W2", "W1"), ("W3", "W1"), ("W4", "W2")},
+    "CLIQUE": {(f"W{i}", f"W{j}") for i in range(1, 5) for j in range(1, 5) if i != j},
+}
+
+
+def test_topology_check_predictions_and_deviation(tmp_path) -> None:
+    """The same real ring capture declared as another topology: the prediction follows the metadata
+    (star/tree at rank 0, binary tree 0–1, 0–2, 1–3, clique), and the deviation exposes the mismatch."""
+    from tracecore.ingest import ingest, open_catalog
+
+    toml = (sample_run() / "run.toml").read_text(encoding="utf-8")
+    for topology in EDGES:
+        name = sample_run().name.replace("-ring", f"-{topology}")
+        run = tmp_path / "runs" / name
+        shutil.copytree(sample_run(), run)
+        text = toml.replace('topology = "ring"', f'topology = "{topology}"').replace(sample_run().name, name)
+        (run / "run.toml").write_text(text, encoding="utf-8")
+    assert not ingest([tmp_path / "runs"], tmp_path / "data", jobs=1).failed
+    c = open_catalog(tmp_path / "data")
+    try:
+        topo = query.run_view(c, "topology_check").to_pandas()
+    finally:
+        c.close()
+    grad = run_toml(SAMPLE)["model"]["gradient_bytes"]
+    for topology, edges in EDGES.items():
+        rows = topo[topo.topology == topology]
+        assert len(rows) == 12, topology
+        assert {(r.src_worker, r.dst_worker) for r in rows.itertuples() if r.predicted} == edges, topology
+        assert rows[rows.predicted].predicted_share.tolist() == pytest.approx([1 / len(edges)] * len(edges))
+        # every pattern moves 2(N−1)·M per step in total
+        assert rows.predicted_per_step.sum() == pytest.approx(2 * 3 * grad)
+        # the capture is a gloo ring, so the declared topology shows up as a large deviation
+        assert rows.share_deviation.abs().max() > 0.1, topology
