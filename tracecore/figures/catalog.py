@@ -1,7 +1,8 @@
 """Which views each figure reads, with which bins and windows: the glue between queries/ and the builders.
 
 Choices made here (documented in each chart's title or the report): the link figure uses 10 ms
-bins, widened for long runs so a line has at most ~2 000 points; temporal flows use ~60 bins
+bins, widened for long runs so a line has at most ~2 000 points (fewer per run when many runs
+are drawn, at least 300); temporal flows use ~60 bins
 per run (the paper's fixed 10 s bins would be one bin for a short run); the batch-size figure
 shows each run's busiest link in a 250 ms window around its median logged step.
 """
@@ -60,7 +61,9 @@ def topology_check(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMi
 
 
 def link_util(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    bin_ns = nice_bin_ns(_longest_run_ns(con, runs), 2000, 10 * MS)
+    n_runs = run_view(con, "run_bounds", runs=runs).num_rows
+    points = max(300, 2000 // max(1, n_runs))  # the page stays light with many runs
+    bin_ns = nice_bin_ns(_longest_run_ns(con, runs), points, 10 * MS)
     return timeseries.link_util_chart(run_view(con, "link_util", runs=runs, params={"bin_ns": bin_ns}))
 
 
