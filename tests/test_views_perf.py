@@ -1,13 +1,14 @@
 """Speed of the two hot views on a 100 M-packet dataset: link_util (10 ms) ≤ 2 s, flow_matrix ≤ 1 s.
 
-The dataset is written here in the dataset contract's layout (hive-partitioned Parquet per run and
-worker, zstd, dictionary-encoded addresses, time-sorted, as ingest writes it) with a catalog built
-by `tracecore.views.install`: 4 workers × 25 M packets over 600 s of a gloo-style ring (data to
-rank i−1, ACKs to rank i+1, ~1.3 Gbit/s per link), i.e. a realistic rate rather than a realistic
-origin — generating 100 M real packets takes far longer than the test. Set TRACECORE_PERF_PACKETS
-to try another size. The best of three runs counts (the first warms the OS cache). The limit
-applies to the wall time or, when other tenants share the cores, to the CPU seconds per DuckDB
-thread (the wall time the same work takes on idle cores); both are printed (pytest -s).
+The dataset is written here in the dataset contract's layout (hive-partitioned Parquet per run
+and worker, zstd, 128 Ki-row row groups, dictionary-encoded addresses, time-sorted, as ingest
+writes it) with a catalog built by `tracecore.views.install`: 4 workers × 25 M packets over
+600 s of a gloo-style ring (data to rank i−1, ACKs to rank i+1, ~1.3 Gbit/s per link), i.e. a
+realistic rate rather than a realistic origin — generating 100 M real packets takes far longer
+than the test. Set TRACECORE_PERF_PACKETS to try another size. The best of three runs counts
+(the first warms the OS cache). The limit applies to the wall time or, when other tenants share
+the cores, to the CPU seconds per DuckDB thread (the wall time the same work takes on idle
+cores); both are printed (pytest -s).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ T0 = 1_795_000_000_000_000_000
 
 def _write_worker(path: Path, i: int, n: int, rng: np.random.Generator) -> None:
     step = SECONDS * 1e9 / n
-    chunk = 1 << 20
+    chunk = 1 << 17  # 128 Ki-row row groups, as ingest writes them
     names = pa.array(IPS)
     with pq.ParquetWriter(
         path,
