@@ -26,7 +26,7 @@ WITH
 widths AS (SELECT unnest(bins_ns)::BIGINT AS width),
 base AS (SELECT list_reduce(list_transform(bins_ns, lambda x: x::BIGINT), lambda a, b: gcd(a, b)) AS g),
 fine AS (
-    SELECT p.run, xor(hash(p.src_ip), hash(p.dst_ip) >> 1) AS pair, p.ts_ns // base.g AS k,
+    SELECT p.run, xor(xor(hash(p.src_ip), hash(p.dst_ip) >> 1), hash(p.run) >> 2) AS pair, p.ts_ns // base.g AS k,
            sum(p.frame_len)::BIGINT AS bytes
     FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns) AS p
     CROSS JOIN base

@@ -19,12 +19,13 @@
 --   packets                  packet count
 CREATE OR REPLACE MACRO flow_matrix(runs := NULL, from_ns := NULL, to_ns := NULL) AS TABLE
 WITH agg AS (
-    -- one grouping key per address pair: the two hashes combined (a 64-bit collision is the only way
-    -- two pairs could merge); any_value recovers the addresses, and all-NULL groups are dropped after
-    SELECT run, xor(hash(src_ip), hash(dst_ip) >> 1) AS pair, any_value(src_ip) AS src_ip,
-           any_value(dst_ip) AS dst_ip, sum(frame_len)::BIGINT AS bytes, count(*) AS packets
+    -- one integer grouping key per run and address pair (see worker_pairs); any_value recovers the
+    -- names, and all-NULL address groups are dropped after
+    SELECT xor(xor(hash(src_ip), hash(dst_ip) >> 1), hash(run) >> 2) AS pair, any_value(run) AS run,
+           any_value(src_ip) AS src_ip, any_value(dst_ip) AS dst_ip, sum(frame_len)::BIGINT AS bytes,
+           count(*) AS packets
     FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)
-    GROUP BY run, pair
+    GROUP BY pair
 )
 SELECT a.run, s.worker AS src_worker, d.worker AS dst_worker, a.src_ip, a.dst_ip, a.bytes, a.packets
 FROM agg AS a

@@ -28,7 +28,7 @@ w AS (  -- the span holds n complete windows, anchored at its start
     FROM run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
 ),
 binned AS (
-    SELECT p.run, xor(hash(p.src_ip), hash(p.dst_ip) >> 1) AS pair, (p.ts_ns - w.lo_ns) // window_ns::BIGINT AS k,
+    SELECT p.run, xor(xor(hash(p.src_ip), hash(p.dst_ip) >> 1), hash(p.run) >> 2) AS pair, (p.ts_ns - w.lo_ns) // window_ns::BIGINT AS k,
            sum(p.frame_len)::BIGINT AS bytes
     FROM packets AS p
     JOIN w ON w.run = p.run
