@@ -86,6 +86,21 @@ def test_ping_capture_sender_only_and_both_directions(tmp_path: Path) -> None:
     assert st1.captured >= 10
 
 
+def _wait_until_settled(tb: Testbed, i: int) -> None:
+    """Bounded wait until worker i's eth1 has sent nothing new for 0.3 s."""
+
+    def sent() -> str:
+        return tb.exec(i, ["cat", "/sys/class/net/eth1/statistics/tx_packets"]).stdout
+
+    last = sent()
+    for _ in range(50):
+        time.sleep(0.3)
+        now = sent()
+        if now == last:
+            return
+        last = now
+
+
 def test_iperf3_four_workers_wire_sized_frames(tmp_path: Path) -> None:
     require_tool("iperf3")
     nbytes = 3_000_000
@@ -102,7 +117,10 @@ def test_iperf3_four_workers_wire_sized_frames(tmp_path: Path) -> None:
             pytest.fail("iperf3 server did not listen")
         with tb.capture(2, tmp_path / "w2.pcap", snaplen=96) as st:
             tb.exec(2, ["iperf3", "-c", tb.ip(3), "-n", str(nbytes), "-B", tb.ip(2)], timeout=60)
-        server.wait(timeout=10)
+            # The client exits once its bytes are in the socket buffer: wait for the server to
+            # finish and for the kernel to put the tail on the wire before stopping the capture.
+            server.wait(timeout=10)
+            _wait_until_settled(tb, 2)
     assert not set(names) & set(list_netns())
 
     pkts = _ip_packets(tmp_path / "w2.pcap")
