@@ -62,12 +62,12 @@ MAX_BLOCK = MAX_PACKET + 65536
 U64 = np.uint64
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _u16be(b, p):
     return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _u32(b, p, big):
     if big:
         return (
@@ -81,7 +81,7 @@ def _u32(b, p, big):
     )
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _u64be(b, p):
     v = U64(0)
     for i in range(8):
@@ -89,7 +89,7 @@ def _u64be(b, p):
     return v
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _intern(hi, lo, kind, tab, u_key, u_kind, st):
     """Dictionary index of address (hi, lo, kind); adds it when new. Load stays <= 1/2."""
     mask = U64(tab.shape[0] - 1)
@@ -116,7 +116,7 @@ def _intern(hi, lo, kind, tab, u_key, u_kind, st):
         i = (i + 1) & np.int64(mask)
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def reset_table(tab, u_key, u_kind, st):
     """Empty the address table by re-probing only the slots this batch used."""
     mask = tab.shape[0] - 1
@@ -136,7 +136,7 @@ def reset_table(tab, u_key, u_kind, st):
     st[NUNIQ] = 0
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _ethernet(buf, p, end):
     """Ethernet II / 802.3+SNAP, then `_ethertype`; an MPLS Ethernet pseudowire is
     decoded once more as Ethernet."""
@@ -153,7 +153,7 @@ def _ethernet(buf, p, end):
 ET_INNER_ETHERNET = -3
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _ethertype(buf, et, q, end):
     """From an ethertype (or 802.3 length) whose payload starts at q, through 802.1Q/802.1ad
     tags, LLC/SNAP, PPPoE session and MPLS, to (protocol, offset). Shared by Ethernet and
@@ -191,7 +191,7 @@ def _ethertype(buf, et, q, end):
     return ET_INNER_ETHERNET, q + 4  # pseudowire control word, then an Ethernet frame
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _net_type(buf, p, end, link):
     """(ethertype-like protocol, offset of the network header); -1 = no IP, -2 = unknown link."""
     cap = end - p
@@ -247,7 +247,7 @@ def _net_type(buf, p, end, link):
     return -2, p
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _no_ip(known):
     z = U64(0)
     return (
@@ -267,7 +267,7 @@ def _no_ip(known):
     )
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def parse(buf, p, cap, orig, link):
     """Network fields of the frame at buf[p:p+cap], as a tuple of scalars:
     (link known, ip_version (0 = none), ip_proto, ip_fragment, src_port, dst_port, tcp_flags,
@@ -370,7 +370,7 @@ def parse(buf, p, cap, orig, link):
     return True, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _store(f, n, c8, c16, c32, cidx, tab, u_key, u_kind, st):
     """Write one packet's parsed fields to row n (interning its addresses); returns
     whether the link type was known.
@@ -399,7 +399,7 @@ def _store(f, n, c8, c16, c32, cidx, tab, u_key, u_kind, st):
     return known
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def pcap_records(
     buf,
     pos,
@@ -470,7 +470,7 @@ def pcap_records(
     return status, pos
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _ts_ns(t, kind, factor, offset):
     if kind == 0:
         return t * factor + offset
@@ -488,7 +488,7 @@ def _ts_ns(t, kind, factor, offset):
     return sec * 1_000_000_000 + np.int64(sub) + offset
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def pcapng_blocks(
     buf, pos, big, ifs, n_if, nmax, umax, ts_col, c32f, c16f, c8, c16, c32, cidx, tab, u_key, u_kind, st
 ):
@@ -589,8 +589,20 @@ def pcapng_blocks(
     return status, pos
 
 
-@njit(cache=True, inline="always")
+@njit(nogil=True, cache=True, inline="always")
 def _corrupt(st, code, value):
     st[ERR] = code
     st[ERR_VALUE] = value
     return ST_CORRUPT
+
+
+def warm_up() -> None:
+    """Pay numba's one-off start-up now (e.g. on a thread while the caller does other work).
+
+    The first call of any compiled function in a process costs ~0.3-0.5 s even with a warm cache:
+    numba builds its typing and target contexts, importing numba.np (which imports scipy.linalg to
+    look for BLAS). Later kernels then load from the cache in ~10 ms. `reset_table` is called on
+    arrays of exactly the types `AddressTable` uses, so this loads, never compiles, an overload.
+    """
+    tab = np.zeros((2, 3), dtype=np.uint64)
+    reset_table(tab, np.zeros((1, 2), dtype=np.uint64), np.zeros(1, np.uint8), np.zeros(NSTATE, np.int64))
