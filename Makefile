@@ -27,9 +27,12 @@ test: $(STAMP) system-deps lint
 # Opt-in, slow: generate real captures (GBs) and run the peer benchmark.
 bench-captures: $(STAMP) system-deps
 	$(PY) -m bench.make_captures
+	$(PY) -m bench.make_captures --size 2GB --snaplen 128
 
 bench: $(STAMP) system-deps
-	$(PY) -m bench.peers
+	$(PY) -m bench.peers --data bench/data/iperf3-bulk_2GB_s128-none-0-tcp-normal-ring
+	$(PY) -m bench.peers --data bench/data/iperf3-bulk_2GB-none-0-tcp-normal-ring
+	$(PY) -m bench.views_perf
 
 clean:
 	rm -rf $(VENV) dist build tracecore-data
