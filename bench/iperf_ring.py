@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from runners.rundir import staged_run_dir, write_run_toml
 from runners.testbed import CaptureStats, Testbed, TestbedError
-from runners.toml_out import dumps as toml_dumps
 from runners.torch_ddp import loss_label
 
 
@@ -75,27 +75,11 @@ def run_iperf_ring(
     """
     if shutil.which("iperf3") is None:
         raise TestbedError("iperf3 not found: run scripts/install-system-deps.sh")
-    out_root = Path(out_root).resolve()
-    out_root.mkdir(parents=True, exist_ok=True)
-    final = out_root / cfg.run_name
-    if final.exists() and not overwrite:
-        raise TestbedError(f"{final} exists")
-    partial = out_root / (cfg.run_name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir()
-    ok = False
-    try:
+    with staged_run_dir(out_root, cfg.run_name, overwrite=overwrite) as partial:
         with Testbed(n_workers=cfg.n_workers, loss_pct=cfg.loss_pct) as tb:
             facts = _ring(tb, cfg, partial, min_rate_bps)
-        (partial / "run.toml").write_text(toml_dumps(facts))
-        if final.exists():
-            shutil.rmtree(final)
-        partial.rename(final)
-        ok = True
-        return final
-    finally:
-        if not ok:
-            shutil.rmtree(partial, ignore_errors=True)
+        write_run_toml(partial, facts)
+    return Path(out_root).resolve() / cfg.run_name
 
 
 def _ring(tb: Testbed, cfg: RingConfig, run_dir: Path, min_rate_bps: float) -> dict:

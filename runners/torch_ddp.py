@@ -23,7 +23,6 @@ import datetime
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,8 +30,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from runners.rundir import staged_run_dir, write_run_toml
 from runners.testbed import CaptureStats, Testbed, TestbedError
-from runners.toml_out import dumps as toml_dumps
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,16 +96,7 @@ def run_ddp(
     idle_head_s: float = 0.3,
 ) -> Path:
     """Run one captured DDP training; returns the finished run directory."""
-    out_root = Path(out_root).resolve()
-    out_root.mkdir(parents=True, exist_ok=True)
-    final = out_root / cfg.run_name
-    if final.exists() and not overwrite:
-        raise TestbedError(f"{final} exists (pass overwrite=True to replace it)")
-    partial = out_root / (cfg.run_name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir()
-    ok = False
-    try:
+    with staged_run_dir(out_root, cfg.run_name, overwrite=overwrite) as partial:
         with contextlib.ExitStack() as stack:
             tb = testbed
             if tb is None:
@@ -114,15 +104,8 @@ def run_ddp(
             elif tb.n_workers != cfg.n_workers or tb.loss_pct != cfg.loss_pct:
                 raise TestbedError("testbed size or loss does not match the DDP config")
             facts = _run_in(tb, cfg, partial, snaplen, sender_only, python, timeout_s, idle_head_s, stack)
-        (partial / "run.toml").write_text(toml_dumps(facts))
-        if final.exists():
-            shutil.rmtree(final)
-        partial.rename(final)
-        ok = True
-        return final
-    finally:
-        if not ok:
-            shutil.rmtree(partial, ignore_errors=True)
+        write_run_toml(partial, facts)
+    return Path(out_root).resolve() / cfg.run_name
 
 
 def _run_in(

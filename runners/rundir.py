@@ -1,0 +1,43 @@
+"""Run folders that appear only when complete: written as `<name>.partial/`, renamed at the end.
+
+Every launcher (iperf3 ring, DDP training, future SSH/Slurm runners) produces one run folder in the
+paper's layout; a crash or Ctrl-C must never leave a half-written one for `tracecore ingest` to find.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from runners.testbed import TestbedError
+from runners.toml_out import dumps as toml_dumps
+
+
+@contextlib.contextmanager
+def staged_run_dir(out_root: str | Path, name: str, *, overwrite: bool = True) -> Iterator[Path]:
+    """Yield `<out_root>/<name>.partial/`; on success it replaces `<out_root>/<name>/`, else it is removed."""
+    out_root = Path(out_root).resolve()
+    out_root.mkdir(parents=True, exist_ok=True)
+    final = out_root / name
+    if final.exists() and not overwrite:
+        raise TestbedError(f"{final} exists (pass overwrite=True to replace it)")
+    partial = out_root / (name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    ok = False
+    try:
+        yield partial
+        if final.exists():
+            shutil.rmtree(final)
+        partial.rename(final)
+        ok = True
+    finally:
+        if not ok:
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def write_run_toml(run_dir: Path, facts: dict) -> None:
+    """The run's metadata as `run.toml` (what `tracecore ingest` reads into the runs table)."""
+    (run_dir / "run.toml").write_text(toml_dumps(facts))
