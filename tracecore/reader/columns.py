@@ -16,8 +16,9 @@ import pyarrow as pa
 from tracecore.reader import kernel as k
 from tracecore.schema import PACKET_SCHEMA
 
-# c8 rows (see kernel.decode)
-IP_VERSION, IP_PROTO, IP_FRAGMENT, V_IP, V_PORTS, V_FLAGS, V_L4 = range(7)
+# c8 rows (see kernel._store); VALID holds bits V_PORTS | V_FLAGS | V_L4
+IP_VERSION, IP_PROTO, IP_FRAGMENT, VALID = range(4)
+V_PORTS, V_FLAGS, V_L4 = 1, 2, 4
 
 
 class AddressTable:
@@ -55,7 +56,7 @@ class Columns:
         self.ts = np.empty(rows, dtype=np.int64)
         self.c32f = np.empty((2, rows), dtype=np.uint32)  # frame_len, cap_len
         self.c16f = np.empty((2, rows), dtype=np.uint16)  # interface, link_type
-        self.c8 = np.empty((7, rows), dtype=np.uint8)
+        self.c8 = np.empty((4, rows), dtype=np.uint8)
         self.c16 = np.empty((3, rows), dtype=np.uint16)  # src_port, dst_port, tcp_flags
         self.c32 = np.empty(rows, dtype=np.uint32)  # l4_payload_len
         self.cidx = np.empty((2, rows), dtype=np.int32)  # src_ip, dst_ip dictionary indices
@@ -67,8 +68,9 @@ class Columns:
         """The first `n` rows as a RecordBatch with PACKET_SCHEMA; resets the address table."""
         dictionary = table.strings(int(st[k.NUNIQ]))
         k.reset_table(table.tab, table.u_key, table.u_kind, st)
-        v_ip = _bitmap(self.c8[V_IP, :n])
-        ports = _bitmap(self.c8[V_PORTS, :n])
+        valid = self.c8[VALID, :n]
+        v_ip = _bitmap(self.c8[IP_VERSION, :n] != 0)
+        ports = _bitmap(valid & V_PORTS)
         arrays = [
             _prim(pa.int64(), self.ts, n),
             _prim(pa.uint32(), self.c32f[0], n),
@@ -81,8 +83,8 @@ class Columns:
             _prim(pa.uint8(), self.c8[IP_PROTO], n, v_ip),
             _prim(pa.uint16(), self.c16[0], n, ports),
             _prim(pa.uint16(), self.c16[1], n, ports),
-            _prim(pa.uint16(), self.c16[2], n, _bitmap(self.c8[V_FLAGS, :n])),
-            _prim(pa.uint32(), self.c32, n, _bitmap(self.c8[V_L4, :n])),
+            _prim(pa.uint16(), self.c16[2], n, _bitmap(valid & V_FLAGS)),
+            _prim(pa.uint32(), self.c32, n, _bitmap(valid & V_L4)),
             pa.Array.from_buffers(
                 pa.bool_(), n, [v_ip, pa.py_buffer(np.packbits(self.c8[IP_FRAGMENT, :n], bitorder="little"))]
             ),
@@ -91,10 +93,11 @@ class Columns:
 
 
 def _bitmap(valid: np.ndarray) -> pa.Buffer | None:
-    """Arrow validity bitmap of a 0/1 uint8 array; None when every row is valid."""
+    """Arrow validity bitmap of a bool or 0/1-bit uint8 array (nonzero = valid); None when every
+    row is valid."""
     if valid.all():
         return None
-    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.py_buffer(np.packbits(valid != 0, bitorder="little"))
 
 
 def _prim(typ: pa.DataType, values: np.ndarray, n: int, validity: pa.Buffer | None = None) -> pa.Array:
