@@ -1,8 +1,9 @@
 """Run capture tasks: on threads in this process, or in a pool of worker processes.
 
-Why threads first: most of the work releases the GIL (Parquet encoding and zstd in Arrow's C++,
-file reads), so two captures read on two threads overlap well even though the reader's numba kernel
-holds the GIL (measured, 4 captures of 130-byte packets, 2 cores: 4.4 → 6.4 Mpkt/s), and threads cost
+Why threads first: nearly all the work releases the GIL (the reader's numba kernels are nogil;
+Parquet encoding and zstd run in Arrow's C++), so captures read on two threads decode and encode in
+parallel (measured, 4 captures of 134-byte packets, 2 cores: 4.4 → 6.4 Mpkt/s while the kernel still
+held the GIL, 8.6 Mpkt/s with nogil kernels and the writer settings in writer.py), and threads cost
 nothing to start. Processes pay ~1-2 s each (imports, numba cache) and are used only for large inputs
 on many cores (see pipeline.POOL_MIN_BYTES). Workers are spawned (not forked: the parent already runs
 DuckDB and Arrow threads), die with the parent (PR_SET_PDEATHSIG), and stream (bytes, packets) ticks
