@@ -29,13 +29,7 @@
 --   payload_ratio         rank_payload_per_step / expected_rank_bytes
 CREATE OR REPLACE MACRO data_per_step(runs := NULL) AS TABLE
 WITH
-lw AS (
-    SELECT run, min(ts_ns) AS t_first, max(ts_ns) AS t_last, count(*) - 1 AS steps
-    FROM train_log
-    WHERE type = 'Batch' AND (runs IS NULL OR list_contains(runs, run))
-    GROUP BY run
-    HAVING count(*) >= 2
-),
+lw AS (SELECT * FROM train_window(runs := runs)),
 sent AS (
     SELECT p.run, p.src_ip, sum(p.frame_len)::BIGINT AS bytes, coalesce(sum(p.l4_payload_len), 0)::BIGINT AS payload
     FROM packets AS p

@@ -65,13 +65,7 @@ pairs AS (
     JOIN ranked AS d ON d.run = s.run AND d.worker <> s.worker
     JOIN meta AS m ON m.run = s.run
 ),
-lw AS (
-    SELECT run, min(ts_ns) AS t_first, max(ts_ns) AS t_last, count(*) - 1 AS steps
-    FROM train_log
-    WHERE type = 'Batch' AND (runs IS NULL OR list_contains(runs, run))
-    GROUP BY run
-    HAVING count(*) >= 2
-),
+lw AS (SELECT * FROM train_window(runs := runs)),
 measured AS (
     SELECT p.run, p.src_ip, p.dst_ip, sum(p.frame_len)::BIGINT AS bytes,
            coalesce(sum(p.l4_payload_len), 0)::BIGINT AS payload_bytes
