@@ -167,16 +167,7 @@ def _ring(tb: Testbed, cfg: RingConfig, run_dir: Path, min_rate_bps: float) -> d
             "start_unix": t0,
             "end_unix": t1,
         },
-        "network": {
-            "testbed": "runners.testbed (network namespaces, veth + bridge)",
-            "subnet": tb.subnet,
-            "ips": tb.ips,
-            "interface": tb.interface,
-            "mtu": tb.mtu,
-            "offloads": "tso/gso/gro off",
-            "loss_method": "nftables numgen random drop in bridge forward" if cfg.loss_pct else "none",
-            "frames_dropped_by_loss_rule": tb.loss_counter(),
-        },
+        "network": tb.network_facts(),
         "capture": {
             "tool": "tcpdump",
             "snaplen": cfg.snaplen,

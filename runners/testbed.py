@@ -317,6 +317,20 @@ class Testbed:
         m = re.search(r"counter packets (\d+)", out)
         return int(m.group(1)) if m else 0
 
+    def network_facts(self, dropped_by_rule: int | None = None) -> dict:
+        """The testbed as a run.toml `[network]` table: what a reader of the run needs to know."""
+        dropped = self.loss_counter() if dropped_by_rule is None else dropped_by_rule
+        return {
+            "testbed": "runners.testbed (network namespaces, veth + bridge)",
+            "subnet": self.subnet,
+            "ips": self.ips,
+            "interface": self.interface,
+            "mtu": self.mtu,
+            "offloads": "tso/gso/gro off" if self.offload_off else "default",
+            "loss_method": "nftables numgen random drop in bridge forward" if self.loss_pct else "none",
+            "frames_dropped_by_loss_rule": dropped,
+        }
+
     def down(self) -> None:
         """Stop captures and processes, kill leftovers in the namespaces, delete the namespaces."""
         for cap in list(self._captures):

@@ -219,17 +219,7 @@ def _run_in(
             "bytes_per_rank_per_step": 2 * (n - 1) / n * grad,
             "bytes_per_rank_per_step_formula": "2(N-1)/N x gradient_bytes, payload only",
         },
-        "network": {
-            "testbed": "runners.testbed (network namespaces, veth + bridge)",
-            "subnet": tb.subnet,
-            "ips": tb.ips,
-            "interface": tb.interface,
-            "mtu": tb.mtu,
-            "offloads": "tso/gso/gro off" if tb.offload_off else "default",
-            "loss_method": "nftables numgen random drop in bridge forward" if cfg.loss_pct else "none",
-            "frames_dropped_by_loss_rule": dropped_by_rule,
-            "master": f"{tb.ip(0)}:29500",
-        },
+        "network": {**tb.network_facts(dropped_by_rule), "master": f"{tb.ip(0)}:29500"},
         "capture": {
             "tool": "tcpdump",
             "snaplen": snaplen,
