@@ -9,6 +9,7 @@ shows each run's busiest link in a 250 ms window around its median logged step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     import duckdb
 
 Runs = list[str] | None
+FigureFn = Callable[["duckdb.DuckDBPyConnection", Runs], "alt.TopLevelMixin"]
 MS = 1_000_000
 
 
@@ -35,6 +37,16 @@ def nice_bin_ns(span_ns: int, bins: int, floor_ns: int) -> int:
         scale *= 10
 
 
+def _of_view(view: str, builder: Callable[[pa.Table], alt.TopLevelMixin]) -> FigureFn:
+    """A figure that is one view's result drawn by one builder, with the run selection passed on."""
+
+    def figure(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+        return builder(run_view(con, view, runs=runs))
+
+    figure.__name__ = view
+    return figure
+
+
 def _longest_run_ns(con: duckdb.DuckDBPyConnection, runs: Runs) -> int:
     bounds = run_view(con, "run_bounds", runs=runs)
     if bounds.num_rows == 0:
@@ -42,22 +54,6 @@ def _longest_run_ns(con: duckdb.DuckDBPyConnection, runs: Runs) -> int:
     return max(
         e - s for s, e in zip(bounds["start_ns"].to_pylist(), bounds["end_ns"].to_pylist(), strict=True)
     )
-
-
-def bytes_sent(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return traffic.bytes_sent_chart(run_view(con, "bytes_sent", runs=runs))
-
-
-def flow_matrix(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return traffic.flow_matrix_chart(run_view(con, "flow_matrix_mean", runs=runs))
-
-
-def flow_counts(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return traffic.flow_counts_chart(run_view(con, "flow_counts", runs=runs))
-
-
-def topology_check(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return traffic.topology_check_chart(run_view(con, "topology_check", runs=runs))
 
 
 def link_util(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
@@ -120,40 +116,65 @@ def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLeve
     return timeseries.batch_size_effect_chart(table)
 
 
-def accuracy_vs_data(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return training.accuracy_vs_data_chart(run_view(con, "accuracy_vs_data", runs=runs))
-
-
-def train_duration(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return training.train_duration_chart(run_view(con, "train_duration", runs=runs))
-
-
-def data_per_step(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return training.data_per_step_chart(run_view(con, "data_per_step", runs=runs))
-
-
-def throughput_ci(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return tables.throughput_ci_chart(run_view(con, "throughput_ci", runs=runs))
-
-
-def link_util_ci(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return tables.link_util_ci_chart(run_view(con, "link_util_ci", runs=runs))
-
-
 FIGURES = [
-    Figure("bytes_sent", "Fig. 3", "Data transmitted per run, stacked by sending worker", bytes_sent),
-    Figure("flow_matrix", "Fig. 4", "Mean volume per directed worker pair: log-scale heatmap", flow_matrix),
-    Figure("flow_counts", "Fig. 5", "Flows per run under four flow definitions", flow_counts),
+    Figure(
+        "bytes_sent",
+        "Fig. 3",
+        "Data transmitted per run, stacked by sending worker",
+        _of_view("bytes_sent", traffic.bytes_sent_chart),
+    ),
+    Figure(
+        "flow_matrix",
+        "Fig. 4",
+        "Mean volume per directed worker pair: log-scale heatmap",
+        _of_view("flow_matrix_mean", traffic.flow_matrix_chart),
+    ),
+    Figure(
+        "flow_counts",
+        "Fig. 5",
+        "Flows per run under four flow definitions",
+        _of_view("flow_counts", traffic.flow_counts_chart),
+    ),
     Figure("temporal_flows", "Fig. 6", "Per-flow load over time, one row per TCP flow", temporal_flows),
     Figure("link_util", "Fig. 7", "Per-link throughput in Gbit/s over time (10 ms bins)", link_util),
-    Figure("accuracy_vs_data", "Fig. 8", "Accuracy against cumulative data transmitted", accuracy_vs_data),
+    Figure(
+        "accuracy_vs_data",
+        "Fig. 8",
+        "Accuracy against cumulative data transmitted",
+        _of_view("accuracy_vs_data", training.accuracy_vs_data_chart),
+    ),
     Figure(
         "batch_size_effect", "Fig. 9", "Busiest link's 10 ms throughput in 250 ms, per run", batch_size_effect
     ),
-    Figure("train_duration", "Fig. 10", "Training duration normalized to the 0%-loss run", train_duration),
-    Figure("throughput_ci", "Table I", "Mean throughput per run with 95% confidence interval", throughput_ci),
-    Figure("link_util_ci", "Table II", "Mean throughput per link with 95% confidence interval", link_util_ci),
-    Figure("topology_check", "", "Measured vs predicted traffic matrix of the collective", topology_check),
+    Figure(
+        "train_duration",
+        "Fig. 10",
+        "Training duration normalized to the 0%-loss run",
+        _of_view("train_duration", training.train_duration_chart),
+    ),
+    Figure(
+        "throughput_ci",
+        "Table I",
+        "Mean throughput per run with 95% confidence interval",
+        _of_view("throughput_ci", tables.throughput_ci_chart),
+    ),
+    Figure(
+        "link_util_ci",
+        "Table II",
+        "Mean throughput per link with 95% confidence interval",
+        _of_view("link_util_ci", tables.link_util_ci_chart),
+    ),
+    Figure(
+        "topology_check",
+        "",
+        "Measured vs predicted traffic matrix of the collective",
+        _of_view("topology_check", traffic.topology_check_chart),
+    ),
     Figure("burstiness", "", "Peak-to-mean link load at 100 µs … 100 ms", burstiness),
-    Figure("data_per_step", "", "Payload per rank per step vs 2(N−1)/N × gradient bytes", data_per_step),
+    Figure(
+        "data_per_step",
+        "",
+        "Payload per rank per step vs 2(N−1)/N × gradient bytes",
+        _of_view("data_per_step", training.data_per_step_chart),
+    ),
 ]
