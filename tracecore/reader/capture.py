@@ -192,7 +192,7 @@ class CaptureReader:
         def call(buf, pos, rows, table, cols, st):
             return k.pcap_records(
                 buf, pos, big, hdr.nanos, hdr.lengths_swapped, hdr.link_type, limit, rows, table.umax,
-                *cols.kernel_args(), table.tab, table.u_key, table.u_kind, st,
+                *cols.kernel_args(), *table.kernel_args(), st,
             )  # fmt: skip
 
         yield from self._loop(win, 24, call)
@@ -205,7 +205,7 @@ class CaptureReader:
         def call(buf, pos, rows, table, cols, st):
             return k.pcapng_blocks(
                 buf, pos, sec.order == ">", sec.table, len(sec.ifaces), rows, table.umax,
-                *cols.kernel_args(), table.tab, table.u_key, table.u_kind, st,
+                *cols.kernel_args(), *table.kernel_args(), st,
             )  # fmt: skip
 
         def meta(win: Window, pos: int) -> int | None:

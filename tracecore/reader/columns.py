@@ -21,8 +21,12 @@ IP_VERSION, IP_PROTO, IP_FRAGMENT, VALID = range(4)
 V_PORTS, V_FLAGS, V_L4 = 1, 2, 4
 
 
+CHUNK_ROWS = 2048  # rows parsed before their addresses are interned (kernel._intern_rows)
+
+
 class AddressTable:
-    """The open-addressing table of one batch's distinct addresses (reset per batch)."""
+    """The open-addressing table of one batch's distinct addresses (reset per batch), and the
+    scratch rows of address keys a chunk is parsed into."""
 
     def __init__(self, batch_rows: int):
         self.umax = min(2 * batch_rows + 2, 1 << 16)
@@ -30,6 +34,10 @@ class AddressTable:
         self.tab = np.zeros((size, 3), dtype=np.uint64)
         self.u_key = np.zeros((self.umax, 2), dtype=np.uint64)
         self.u_kind = np.zeros(self.umax, dtype=np.uint8)
+        self.keys = np.zeros((4, CHUNK_ROWS), dtype=np.uint64)
+
+    def kernel_args(self) -> tuple:
+        return (self.keys, self.tab, self.u_key, self.u_kind)
 
     def strings(self, count: int) -> pa.Array:
         """The distinct addresses as text, formatted like tshark (inet_ntop, RFC 5952)."""
