@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint system-deps bench bench-captures clean
+.PHONY: demo test lint system-deps kernels bench bench-captures clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -14,14 +14,18 @@ $(STAMP): pyproject.toml
 system-deps:
 	bash scripts/install-system-deps.sh
 
-demo: $(STAMP) system-deps
+# The reader's kernels compiled ahead of time (tracecore/reader/aot.py): skipped when current.
+kernels: $(STAMP) system-deps
+	$(PY) -m tracecore.reader.aot --if-stale
+
+demo: $(STAMP) system-deps kernels
 	$(VENV)/bin/tracecore demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: $(STAMP) system-deps lint
+test: $(STAMP) system-deps kernels lint
 	$(VENV)/bin/pytest
 
 # Opt-in, slow: generate real captures (GBs) and run the peer benchmark.
@@ -29,7 +33,7 @@ bench-captures: $(STAMP) system-deps
 	$(PY) -m bench.make_captures
 	$(PY) -m bench.make_captures --size 2GB --snaplen 128
 
-bench: $(STAMP) system-deps
+bench: $(STAMP) system-deps kernels
 	$(PY) -m bench.peers --data bench/data/iperf3-bulk_2GB_s128-none-0-tcp-normal-ring
 	$(PY) -m bench.peers --data bench/data/iperf3-bulk_2GB-none-0-tcp-normal-ring
 	$(PY) -m bench.views_perf

@@ -16,6 +16,9 @@ have ping     || need+=(iputils-ping)
 have zstd     || need+=(zstd)
 have xz       || need+=(xz-utils)
 have chromium || need+=(chromium)
+have cc       || need+=(gcc)         # numba.pycc compiles the reader's kernels ahead of time
+python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+              || need+=(python3-dev)  # ... and includes Python.h
 
 [ ${#need[@]} -eq 0 ] && exit 0
 

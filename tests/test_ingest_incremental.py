@@ -24,6 +24,15 @@ def _counts(out: Path) -> dict[str, int]:
         con.close()
 
 
+def _live(out: Path) -> set[str]:
+    """The part files the committed catalog reads (relative paths)."""
+    con = open_catalog(out)
+    try:
+        return {row[0] for row in con.execute("SELECT path FROM _files").fetchall()}
+    finally:
+        con.close()
+
+
 def _parts(out: Path) -> dict[str, int]:
     return {p.relative_to(out).as_posix(): p.stat().st_mtime_ns for p in (out / "packets").rglob("*.parquet")}
 
@@ -44,7 +53,8 @@ def test_rerun_skips_unchanged_and_force_reingests(tmp_path: Path) -> None:
     assert [c.status for c in forced.captures] == ["ingested"] * 4
     assert _counts(out) == before
     assert not set(_parts(out)) & set(parts)  # replaced by new files, old ones deleted
-    assert len(_parts(out)) == 4
+    assert len(_parts(out)) == len(parts)  # a dense and a sparse part per capture
+    assert set(_parts(out)) == _live(out)
 
 
 def test_changed_capture_replaces_its_partition_only(tmp_path: Path) -> None:
@@ -65,7 +75,7 @@ def test_changed_capture_replaces_its_partition_only(tmp_path: Path) -> None:
     after = _counts(out)
     assert after == {**before, "W2": 1000}
     new_parts = _parts(out)
-    assert len(new_parts) == 4
+    assert set(new_parts) == _live(out)  # no leftovers
     changed = [p for p in new_parts if "worker=W2" in p]
     assert changed
     assert changed[0] not in parts
@@ -107,7 +117,9 @@ def test_deleted_capture_is_removed_and_rotated_parts_join_their_worker(tmp_path
         con.execute("SELECT count(*) FROM packets WHERE run = ?", [SAMPLE_RUN]).fetchone()[0] == 17027 - 4216
     )
     con.close()
-    assert len(_parts(out)) == 4  # W1, W2, and W3's two parts (relabelled from W4): no leftovers
+    # W1, W2, and W3's parts from two files (relabelled from W4): no leftovers
+    assert set(_parts(out)) == _live(out)
+    assert {p.split("/")[2] for p in _live(out)} == {"worker=W1", "worker=W2", "worker=W3"}
 
 
 def test_single_file_input_adds_to_its_run(tmp_path: Path) -> None:

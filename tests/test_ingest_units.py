@@ -192,18 +192,23 @@ def test_part_files_stay_sorted_when_packets_are_out_of_order(tmp_path: Path) ->
     edge = next(i for i in range(999, len(recs)) if stamp(i) != stamp(i + 1))  # batches end after `edge`
     inner = next(i for i in range(edge // 2, edge) if stamp(i) != stamp(i + 1))
     cases = {
-        "boundary": (_swap(recs, edge), 1),  # disorder across a batch boundary: merged
-        "inside": (_swap(recs, inner), 1),  # within a batch: sorted
-        "deep": (recs[2500:] + recs[:2500], 0),  # the second half first: several sorted files
+        "boundary": (_swap(recs, edge), True),  # disorder across a batch boundary: merged
+        "inside": (_swap(recs, inner), True),  # within a batch: sorted
+        "deep": (recs[2500:] + recs[:2500], False),  # the second half first: several sorted files
     }
-    for name, (recs_x, n_parts) in cases.items():
+    for name, (recs_x, one_part_each) in cases.items():
         src = write_pcap(tmp_path / f"{name}.pcap", header, recs_x)
         stage = tmp_path / name
         stage.mkdir()
         res = ingest_capture(CaptureTask(0, str(src), str(stage), batch_rows=edge + 1))
         assert res.status == "ok"
         assert res.packets == len(recs)
-        assert len(res.parts) == n_parts if n_parts else len(res.parts) > 1, name
+        # one dense part (TCP rows, required columns) and one sparse part (the sample's ARP/UDP rows)
+        nullable = [pq.read_schema(path).field("ip_version").nullable for path, _ in res.parts]
+        if one_part_each:
+            assert sorted(nullable) == [False, True], name
+        else:
+            assert nullable.count(False) > 1, name
         total = []
         for path, rows in res.parts:
             got = pq.read_table(path, columns=["ts_ns"])["ts_ns"].to_pylist()
@@ -254,3 +259,67 @@ def test_sample_run_carries_gradient_bytes_into_runs(tmp_path: Path) -> None:
         assert con.sql("SELECT grad_bytes, n_params FROM runs").fetchall() == [(79816, 19954)]
     finally:
         con.close()
+
+
+def test_split_dense_sends_rows_with_any_null_to_the_nullable_part() -> None:
+    import pyarrow as pa
+
+    from tracecore.ingest.writer import DENSE_SCHEMA, split_dense
+    from tracecore.schema import PACKET_SCHEMA
+
+    table = read_capture(sample_run() / "worker-0-tcpdump.pcap")
+    batch = table.combine_chunks().to_batches()[0]
+    dense, sparse = split_dense(batch)
+    assert dense is not None
+    assert sparse is not None
+    assert dense.schema == DENSE_SCHEMA
+    assert not any(f.nullable for f in dense.schema)
+    assert all(col.null_count == 0 for col in dense.columns)
+    assert sparse.schema == PACKET_SCHEMA
+    # every sparse row lacks some field (ARP has no IP, UDP has no TCP flags)
+    has_null = [
+        any(sparse.column(i)[r].as_py() is None for i in range(sparse.num_columns))
+        for r in range(sparse.num_rows)
+    ]
+    assert all(has_null)
+    assert dense.num_rows + sparse.num_rows == batch.num_rows
+    both = pa.Table.from_batches([dense.cast(PACKET_SCHEMA), sparse]).sort_by("ts_ns")
+    assert both["ts_ns"].to_pylist() == sorted(batch.column(0).to_pylist())
+    assert both["tcp_flags"].null_count == batch.column("tcp_flags").null_count
+    only_dense, none = split_dense(dense.cast(PACKET_SCHEMA))
+    assert none is None
+    assert only_dense.num_rows == dense.num_rows
+    none, only_sparse = split_dense(sparse)
+    assert none is None
+    assert only_sparse.num_rows == sparse.num_rows
+
+
+def test_dataset_of_dense_and_sparse_parts_reads_the_same_everywhere(tmp_path: Path) -> None:
+    """Required-column and nullable part files read as one table by DuckDB, Arrow datasets, pandas
+    and Polars, and equal what the reader decodes."""
+    import duckdb
+    import pandas as pd
+    import polars as pl
+    import pyarrow.dataset as pads
+
+    out = tmp_path / "out"
+    ingest([sample_run()], out, jobs=1)
+    packets = out / "packets"
+    parts = sorted(packets.rglob("*.parquet"))
+    import pyarrow.parquet as pq
+
+    assert {pq.read_schema(p).field("tcp_flags").nullable for p in parts} == {False, True}
+    expect = sum(read_capture(p).num_rows for p in sorted(sample_run().glob("*.pcap")))
+    expect_nulls = sum(read_capture(p)["tcp_flags"].null_count for p in sorted(sample_run().glob("*.pcap")))
+    arrow = pads.dataset(packets, partitioning="hive").to_table()
+    assert arrow.num_rows == expect
+    assert arrow["tcp_flags"].null_count == expect_nulls
+    frame = pd.read_parquet(packets)
+    assert len(frame) == expect
+    assert int(frame["tcp_flags"].isna().sum()) == expect_nulls
+    lazy = pl.scan_parquet(packets, hive_partitioning=True).select(pl.len(), pl.col("tcp_flags").null_count())
+    assert lazy.collect().row(0) == (expect, expect_nulls)
+    got = duckdb.sql(
+        f"SELECT count(*), count(*) - count(tcp_flags) FROM read_parquet('{packets}/**/*.parquet')"
+    ).fetchall()
+    assert got == [(expect, expect_nulls)]

@@ -52,6 +52,7 @@ def test_wheel_contains_every_folder(wheel: Path) -> None:
     assert "cli/app.py" in names
     assert any(n.startswith("runners/") for n in names)
     assert any(n.startswith("tracecore/sample/") for n in names), "the embedded sample ships too"
+    assert any(n.startswith("tracecore/reader/_kernels_aot.") for n in names), "ahead-of-time kernels ship"
 
 
 def _run(env_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -92,3 +93,24 @@ def test_installed_package_is_not_the_checkout(installed: Path, tmp_path: Path) 
     ).stdout
     for sql in (REPO / "queries").glob("*.sql"):
         assert sql.stem in views
+
+
+def test_installed_reader_runs_the_ahead_of_time_kernels_without_numba(
+    installed: Path, tmp_path: Path
+) -> None:
+    code = (
+        "import sys; from tracecore.reader import read_capture; "
+        "from tracecore.reader.compiled import kernels; from tracecore.sample import sample_run; "
+        "n = read_capture(sample_run() / 'worker-0-tcpdump.pcap').num_rows; "
+        "print(kernels().source, n, 'numba' in sys.modules)"
+    )
+    out = subprocess.run(
+        [str(installed / "bin" / "python"), "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.split()
+    assert out[0] == "aot"
+    assert int(out[1]) > 1000
+    assert out[2] == "False"  # numba is never imported on the read path

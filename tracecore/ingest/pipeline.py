@@ -110,11 +110,11 @@ def _warm_up(runs: list[RunSource]) -> Iterator[None]:
         return
     import pyarrow as pa
 
-    from tracecore.reader import kernel
+    from tracecore.reader import compiled
 
     def run() -> None:
         with contextlib.suppress(Exception):  # only a head start: the real first calls report errors
-            kernel.warm_up()
+            compiled.warm_up()
             pa.array([0], pa.int8())
 
     thread = threading.Thread(target=run, name="warm-up", daemon=True)

@@ -36,6 +36,9 @@ from tracecore.errors import CaptureError
 from tracecore.reader import CaptureReader
 from tracecore.schema import PACKET_SCHEMA
 
+DENSE_SCHEMA = pa.schema([f.with_nullable(False) for f in PACKET_SCHEMA])
+NULLABLE_INDICES = [i for i, f in enumerate(PACKET_SCHEMA) if f.nullable]
+
 # Rows per reader batch = per row group. 128 Ki rows is DuckDB's own row-group size (122 880), fine for
 # scans and time pruning, and small enough that decoding batch k+1 overlaps encoding batch k (measured:
 # 1.9 → 3.1 Mpkt/s on 130-byte records versus 1 Mi-row batches, which leave nothing to overlap).
@@ -92,10 +95,10 @@ def _report(index: int, nbytes: int, packets: int) -> None:
             _progress_queue.put_nowait((index, nbytes, packets))
 
 
-def _open_writer(path: Path) -> pq.ParquetWriter:
+def _open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
     return pq.ParquetWriter(
         path,
-        PACKET_SCHEMA,
+        schema,
         compression="zstd",
         compression_level=1,
         use_dictionary=DICT_COLUMNS,
@@ -105,6 +108,28 @@ def _open_writer(path: Path) -> pq.ParquetWriter:
         data_page_size=1 << 20,
         write_batch_size=WRITE_BATCH_ROWS,
     )
+
+
+def split_dense(batch: pa.RecordBatch) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
+    """(the rows whose every field is set, as DENSE_SCHEMA; the other rows), None where empty.
+
+    Why: a column declared nullable costs Parquet a definition level per value even when none is
+    null (measured: 0.195 → 0.135 s of encoding per 3.5 M rows with the nine nullable columns
+    declared required). Training traffic is nearly all TCP over IP, whose rows set every field, so
+    those rows go to part files whose columns are required; ARP, UDP, ICMP and fragments go to
+    nullable ones. Readers (DuckDB, Arrow datasets, Polars) read both kinds as one nullable table.
+    """
+    columns = batch.columns
+    if not any(columns[i].null_count for i in NULLABLE_INDICES):
+        return pa.RecordBatch.from_arrays(columns, schema=DENSE_SCHEMA), None
+    valid = pc.is_valid(columns[NULLABLE_INDICES[0]])
+    for i in NULLABLE_INDICES[1:]:
+        valid = pc.and_(valid, pc.is_valid(columns[i]))
+    n_valid = pc.sum(valid).as_py() or 0
+    if n_valid == 0:
+        return None, batch
+    dense = batch.filter(valid)
+    return pa.RecordBatch.from_arrays(dense.columns, schema=DENSE_SCHEMA), batch.filter(pc.invert(valid))
 
 
 def _values(arr: pa.Array, dtype: type) -> np.ndarray:
@@ -136,12 +161,15 @@ class PartSink:
 
     Why a thread: Parquet encoding and zstd run in Arrow's C++ without the GIL, so the next batch is
     decoded by the reader meanwhile. The queue holds at most two batches: memory stays bounded.
+    Each batch is split (`split_dense`) between an open dense and an open sparse part file; a new
+    part (after deep disorder) closes both.
     """
 
     def __init__(self, stage: Path, index: int):
         self.stage, self.index = stage, index
         self.parts: list[tuple[str, int]] = []
         self.error: BaseException | None = None
+        self._open: dict[bool, tuple[pq.ParquetWriter, int]] = {}  # dense? → (writer, index in parts)
         self._queue: queue.Queue = queue.Queue(maxsize=2)
         self._thread = threading.Thread(target=self._run, name=f"parquet-{index}", daemon=True)
         self._thread.start()
@@ -158,8 +186,6 @@ class PartSink:
         return self.parts
 
     def _run(self) -> None:
-        writer: pq.ParquetWriter | None = None
-        rows = 0
         while True:
             item = self._queue.get()
             if self.error is not None:  # keep draining so the producer never blocks
@@ -168,23 +194,33 @@ class PartSink:
                 continue
             try:
                 if item is None or item[1]:
-                    if writer is not None:
-                        writer.close()
-                        self.parts[-1] = (self.parts[-1][0], rows)
-                        writer, rows = None, 0
+                    self._close_parts()
                     if item is None:
                         return
-                batch = item[0]
-                if writer is None:
-                    path = self.stage / f"{self.index:06d}-{len(self.parts):04d}.parquet"
-                    writer = _open_writer(path)
-                    self.parts.append((str(path), 0))
-                writer.write_batch(batch, row_group_size=max(batch.num_rows, 1))
-                rows += batch.num_rows
+                for dense, part in zip((True, False), split_dense(item[0]), strict=True):
+                    if part is not None:
+                        self._write(dense, part)
             except Exception as err:  # reported by close(); the capture is then dropped whole
                 self.error = err
                 if item is None:
                     return
+
+    def _write(self, dense: bool, batch: pa.RecordBatch) -> None:
+        if dense not in self._open:
+            path = self.stage / f"{self.index:06d}-{len(self.parts):04d}.parquet"
+            self._open[dense] = (
+                _open_writer(path, DENSE_SCHEMA if dense else PACKET_SCHEMA),
+                len(self.parts),
+            )
+            self.parts.append((str(path), 0))
+        writer, slot = self._open[dense]
+        writer.write_batch(batch, row_group_size=max(batch.num_rows, 1))
+        self.parts[slot] = (self.parts[slot][0], self.parts[slot][1] + batch.num_rows)
+
+    def _close_parts(self) -> None:
+        for writer, _ in self._open.values():
+            writer.close()
+        self._open.clear()
 
 
 class TimeOrder:

@@ -36,13 +36,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-from tracecore.reader.capture import DEFAULT_BATCH_ROWS, CaptureReader, ReaderStats
-from tracecore.schema import PACKET_SCHEMA
+    from tracecore.reader.capture import CaptureReader, ReaderStats
 
 __all__ = ["DEFAULT_BATCH_ROWS", "CaptureReader", "ReaderStats", "read_batches", "read_capture"]
+
+DEFAULT_BATCH_ROWS = 1 << 20
+
+
+def __getattr__(name: str) -> object:
+    """`CaptureReader` and `ReaderStats` on first use: importing this package stays light (no
+    pyarrow), so the kernel sources can be compiled where only numba is installed (the wheel build)."""
+    if name in ("CaptureReader", "ReaderStats"):
+        from tracecore.reader import capture
+
+        return getattr(capture, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def read_batches(path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
@@ -52,9 +65,15 @@ def read_batches(path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iter
     every other `CaptureError` surface while iterating (after the good batches before them).
     Use `CaptureReader` to see warnings and stats as well.
     """
+    from tracecore.reader.capture import CaptureReader
+
     return CaptureReader(path, batch_rows).batches()
 
 
 def read_capture(path: str | Path) -> pa.Table:
     """The whole capture as one Table (for small files; use `read_batches` for big ones)."""
+    import pyarrow as pa
+
+    from tracecore.schema import PACKET_SCHEMA
+
     return pa.Table.from_batches(list(read_batches(path)), schema=PACKET_SCHEMA)

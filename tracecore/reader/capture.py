@@ -17,12 +17,13 @@ import numpy as np
 import pyarrow as pa
 
 from tracecore.errors import CaptureError, NotACaptureError, UsageError
+from tracecore.reader import DEFAULT_BATCH_ROWS
+from tracecore.reader import abi as k
 from tracecore.reader import formats as fm
-from tracecore.reader import kernel as k
 from tracecore.reader.columns import AddressTable, Columns
+from tracecore.reader.compiled import kernels
 from tracecore.reader.source import Window
 
-DEFAULT_BATCH_ROWS = 1 << 20
 SHB_BYTES = b"\x0a\x0d\x0d\x0a"
 
 
@@ -188,9 +189,10 @@ class CaptureReader:
         self.stats.link_types.add(hdr.link_type)
         limit = max(fm.MAX_PACKET, min(hdr.snaplen, 1 << 24))
         big = hdr.order == ">"
+        pcap_records = kernels().pcap_records
 
         def call(buf, pos, rows, table, cols, st):
-            return k.pcap_records(
+            return pcap_records(
                 buf, pos, big, hdr.nanos, hdr.lengths_swapped, hdr.link_type, limit, rows, table.umax,
                 *cols.kernel_args(), *table.kernel_args(), st,
             )  # fmt: skip
@@ -201,9 +203,10 @@ class CaptureReader:
 
     def _pcapng(self, win: Window) -> Iterator[pa.RecordBatch]:
         sec = _Section()
+        pcapng_blocks = kernels().pcapng_blocks
 
         def call(buf, pos, rows, table, cols, st):
-            return k.pcapng_blocks(
+            return pcapng_blocks(
                 buf, pos, sec.order == ">", sec.table, len(sec.ifaces), rows, table.umax,
                 *cols.kernel_args(), *table.kernel_args(), st,
             )  # fmt: skip

@@ -13,7 +13,8 @@ import socket
 import numpy as np
 import pyarrow as pa
 
-from tracecore.reader import kernel as k
+from tracecore.reader import abi as k
+from tracecore.reader.compiled import kernels
 from tracecore.schema import PACKET_SCHEMA
 
 # c8 rows (see kernel._store); VALID holds bits V_PORTS | V_FLAGS | V_L4
@@ -75,7 +76,7 @@ class Columns:
     def to_batch(self, n: int, table: AddressTable, st: np.ndarray) -> pa.RecordBatch:
         """The first `n` rows as a RecordBatch with PACKET_SCHEMA; resets the address table."""
         dictionary = table.strings(int(st[k.NUNIQ]))
-        k.reset_table(table.tab, table.u_key, table.u_kind, st)
+        kernels().reset_table(table.tab, table.u_key, table.u_kind, st)
         valid = self.c8[VALID, :n]
         v_ip = _bitmap(self.c8[IP_VERSION, :n] != 0)
         ports = _bitmap(valid & V_PORTS)

@@ -25,43 +25,29 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# Kernel status codes.
-ST_NEED = 0  # the record at pos is not wholly in the buffer (or pos == end)
-ST_FULL = 1  # batch rows or address table full: emit the batch, call again
-ST_CORRUPT = 2  # the record at pos is corrupt; st[ERR] holds an ERR_* code
-ST_META = 3  # a pcapng SHB or IDB at pos: the driver parses it in Python
-
-# st[] slots: counters shared between the kernel and the driver.
-N = 0  # rows in the current batch
-NUNIQ = 1  # distinct addresses in the current batch
-ERR = 2  # ERR_* code of a corrupt record
-LAST_TS = 3  # timestamp of the last packet (for SPBs, which have none)
-UNSUPPORTED = 4  # frames whose link type has no decoder
-SPB = 5  # simple packet blocks read
-CAPBYTES = 6  # sum of cap_len
-ERR_VALUE = 7  # the offending value of a corrupt record
-NSTATE = 8
-
-ERR_CAPLEN = 1  # pcap caplen above the limit
-ERR_BLOCKLEN = 2  # pcapng block length < 12, not a multiple of 4, or huge
-ERR_TRAILER = 3  # pcapng trailing block length differs
-ERR_SHORTBLOCK = 4  # pcapng packet block too short for its fixed fields
-ERR_IFACE = 5  # packet for an interface not declared in its section
-ERR_OVERRUN = 6  # captured length overruns the block
-ERR_NOIFACE = 7  # simple packet block before any IDB
-
-ERR_MESSAGES = {
-    ERR_CAPLEN: "corrupt record: captured length {} is larger than any real packet",
-    ERR_BLOCKLEN: "corrupt pcapng block: total length {}",
-    ERR_TRAILER: "corrupt pcapng block: trailing length {} differs from the leading one",
-    ERR_SHORTBLOCK: "corrupt pcapng packet block: length {} too short for its fields",
-    ERR_IFACE: "corrupt pcapng packet block: interface {} not declared in this section",
-    ERR_OVERRUN: "corrupt pcapng packet block: captured length {} overruns the block",
-    ERR_NOIFACE: "pcapng simple packet block before any interface description ({})",
-}
-
-MAX_PACKET = 262144
-MAX_BLOCK = MAX_PACKET + 65536
+from tracecore.reader.abi import (
+    CAPBYTES,
+    ERR,
+    ERR_BLOCKLEN,
+    ERR_CAPLEN,
+    ERR_IFACE,
+    ERR_NOIFACE,
+    ERR_OVERRUN,
+    ERR_SHORTBLOCK,
+    ERR_TRAILER,
+    ERR_VALUE,
+    LAST_TS,
+    NSTATE,
+    NUNIQ,
+    SPB,
+    ST_CORRUPT,
+    ST_FULL,
+    ST_META,
+    ST_NEED,
+    UNSUPPORTED,
+    N,
+)
+from tracecore.reader.formats import MAX_BLOCK
 
 U64 = np.uint64
 
@@ -488,7 +474,7 @@ def pcap_records(
     ts = st[LAST_TS]
     capbytes = 0
     unsupported = 0
-    status = ST_FULL
+    status = np.int64(ST_FULL)
     while status == ST_FULL:
         stop = _chunk_stop(n, nmax, keys, st[NUNIQ], umax)
         if stop <= n:
@@ -496,7 +482,7 @@ def pcap_records(
         first = n
         while n < stop:
             if pos + 16 > end:
-                status = ST_NEED
+                status = np.int64(ST_NEED)
                 break
             cap = _u32(buf, pos + 8, big)
             orig = _u32(buf, pos + 12, big)
@@ -505,10 +491,10 @@ def pcap_records(
             if cap > limit:
                 st[ERR] = ERR_CAPLEN
                 st[ERR_VALUE] = cap
-                status = ST_CORRUPT
+                status = np.int64(ST_CORRUPT)
                 break
             if pos + 16 + cap > end:
-                status = ST_NEED
+                status = np.int64(ST_NEED)
                 break
             ts = _u32(buf, pos, big) * 1_000_000_000 + _u32(buf, pos + 4, big) * mult
             ts_col[n] = ts
@@ -561,7 +547,7 @@ def pcapng_blocks(
     capbytes = 0
     unsupported = 0
     spb = 0
-    status = ST_FULL
+    status = np.int64(ST_FULL)
     while status == ST_FULL:
         stop = _chunk_stop(n, nmax, keys, st[NUNIQ], umax)
         if stop <= n:
@@ -569,25 +555,25 @@ def pcapng_blocks(
         first = n
         while n < stop:
             if pos + 12 > end:
-                status = ST_NEED
+                status = np.int64(ST_NEED)
                 break
             btype = _u32(buf, pos, big)
             if btype == 0x0A0D0D0A:
-                status = ST_META
+                status = np.int64(ST_META)
                 break
             blen = _u32(buf, pos + 4, big)
             if blen < 12 or (blen & 3) != 0 or blen > MAX_BLOCK:
                 status = _corrupt(st, ERR_BLOCKLEN, blen)
                 break
             if pos + blen > end:
-                status = ST_NEED
+                status = np.int64(ST_NEED)
                 break
             trail = _u32(buf, pos + blen - 4, big)
             if trail != blen:
                 status = _corrupt(st, ERR_TRAILER, trail)
                 break
             if btype == 1:
-                status = ST_META
+                status = np.int64(ST_META)
                 break
             if btype == 6 or btype == 2:
                 if blen < 32:
@@ -653,7 +639,7 @@ def pcapng_blocks(
 def _corrupt(st, code, value):
     st[ERR] = code
     st[ERR_VALUE] = value
-    return ST_CORRUPT
+    return np.int64(ST_CORRUPT)
 
 
 def warm_up() -> None:
