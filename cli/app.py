@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import sys
+
+# One BLAS thread: tracecore parallelises across captures, and OpenBLAS's idle pool threads spin
+# after numpy's import-time check (measured: ~0.1 CPU-s of a 2-core machine per process). Set
+# before anything imports numpy; a value the user exported wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import typer
 
@@ -38,4 +46,21 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    app()
+    """Run the command, then exit without the interpreter's teardown.
+
+    Why: once a command has returned, everything it wrote is closed, fsynced and renamed, yet
+    Python's shutdown would still free every object and unload Arrow, DuckDB and numba: 0.2-0.4 s
+    after an ingest, a sixth of the whole run. Output is flushed and the process leaves at once.
+    """
+    code: int | str | None = 0
+    try:
+        app()
+    except SystemExit as done:
+        code = done.code
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe (`| head`) is not an error here
+            stream.flush()
+    os._exit(code or 0)

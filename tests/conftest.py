@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "corpus"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's own cache folder (catalog draft templates), inherited by the commands tests run:
+    nothing is written to the user's ~/.cache and no state leaks between runs."""
+    os.environ["TRACECORE_CACHE_DIR"] = tempfile.mkdtemp(prefix="tracecore-test-cache-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ.pop("TRACECORE_CACHE_DIR", ""), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

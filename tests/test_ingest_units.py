@@ -323,3 +323,45 @@ def test_dataset_of_dense_and_sparse_parts_reads_the_same_everywhere(tmp_path: P
         f"SELECT count(*), count(*) - count(tcp_flags) FROM read_parquet('{packets}/**/*.parquet')"
     ).fetchall()
     assert got == [(expect, expect_nulls)]
+
+
+def test_catalog_drafts_start_from_the_cached_template(tmp_path: Path, monkeypatch) -> None:
+    """The first draft binds the views and leaves a template; the next copies it, with the same
+    views, and an ingest committed from either answers the same queries."""
+    import duckdb
+
+    from tracecore.ingest.catalog import CatalogDraft, template_path
+
+    monkeypatch.setenv("TRACECORE_CACHE_DIR", str(tmp_path / "cache"))
+    template = template_path()
+    assert template is not None
+    assert not template.exists()
+    first = ingest([sample_run()], tmp_path / "a", jobs=1)
+    assert template.is_file()
+    second = ingest([sample_run()], tmp_path / "b", jobs=1)
+    assert first.packets == second.packets
+
+    def views_of(folder: Path) -> list[tuple]:
+        con = duckdb.connect(str(folder / "tracecore.duckdb"), read_only=True)
+        try:
+            rows = con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal ORDER BY 1")
+            return [(name, sql.replace(str(folder), "ROOT")) for name, sql in rows.fetchall()]
+        finally:
+            con.close()
+
+    assert views_of(tmp_path / "a") == views_of(tmp_path / "b")
+    for folder in (tmp_path / "a", tmp_path / "b"):
+        con = open_catalog(folder)
+        assert con.execute("SELECT sum(flows) > 0 FROM flow_counts").fetchone() == (True,)
+        con.close()
+    (tmp_path / "c").mkdir()
+    draft = CatalogDraft(tmp_path / "c").prepare()
+    assert draft.from_template
+    draft.abandon()
+    template.write_bytes(b"not a duckdb file")  # damaged: rebuilt, and the template replaced
+    draft = CatalogDraft(tmp_path / "c").prepare()
+    assert not draft.from_template
+    draft.abandon()
+    assert template.read_bytes()[:4] != b"not "
+    monkeypatch.setenv("TRACECORE_CACHE_DIR", "")
+    assert template_path() is None

@@ -13,12 +13,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tracecore.ingest.catalog import default_data_dir, open_catalog
+    from tracecore.ingest.catalog import open_catalog
+    from tracecore.ingest.layout import default_data_dir
     from tracecore.ingest.pipeline import ingest
     from tracecore.ingest.summary import CaptureOutcome, IngestSummary
 
 _WHERE = {
-    "default_data_dir": "catalog",
+    "default_data_dir": "layout",
     "open_catalog": "catalog",
     "ingest": "pipeline",
     "CaptureOutcome": "summary",

@@ -17,6 +17,8 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
+import threading
 from pathlib import Path
 
 import duckdb
@@ -26,12 +28,9 @@ import pyarrow.parquet as pq
 from tracecore import views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import lock
+from tracecore.ingest.layout import CATALOG_NAME, TABLES_DIR, default_data_dir
 from tracecore.ingest.tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.schema import PACKET_FIELDS
-
-CATALOG_NAME = "tracecore.duckdb"
-PACKETS_DIR = "packets"
-TABLES_DIR = "tables"
 
 _DUCK_TYPES = {
     pa.int64(): "BIGINT",
@@ -50,11 +49,6 @@ DEDUP_RULE = """\
 -- Received rows from hosts that were not captured (and rows without an IP source, e.g. ARP) are kept.
 -- Sender-only captures (tcpdump `src <own ip>`, the paper's) contain no such rows: nothing is hidden.
 -- `packets_all` has every stored row; `workers.dup_rows` counts the rows hidden per worker."""
-
-
-def default_data_dir() -> Path:
-    """$TRACECORE_DATA or ./tracecore-data (the same rule as cli.common, without importing the CLI)."""
-    return Path(os.environ.get("TRACECORE_DATA", "tracecore-data"))
 
 
 def _lit(text: str) -> str:
@@ -109,6 +103,33 @@ def packets_sql(workers: list[dict]) -> str:
 
 def write_catalog(con: duckdb.DuckDBPyConnection, state: State, root: Path) -> list[str]:
     """Fill an empty connection with the tables, the packet views and queries/; returns view problems."""
+    problems = install_views(con)
+    fill_catalog(con, state, root)
+    return problems
+
+
+def install_views(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Every view of queries/, bound against empty stand-ins of the tables and packet views.
+
+    Why stand-ins: DuckDB binds a view when it is created (~5 ms each here), which needs only the
+    names and types of what it reads. So the views can be installed before the captures are read
+    (see CatalogDraft) and the stand-ins replaced afterwards; views are rebound when queried.
+    """
+    for name, schema in BASE_SCHEMAS.items():
+        con.register("_incoming", pa.Table.from_batches([], schema=schema))
+        con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _incoming')
+        con.unregister("_incoming")
+    con.execute("CREATE OR REPLACE VIEW packets_all AS " + packets_all_sql(Path("/"), []))
+    con.execute("CREATE OR REPLACE VIEW packets AS SELECT * FROM packets_all")
+    try:
+        views.install(con)
+    except UsageError as err:
+        return [str(err)]
+    return []
+
+
+def fill_catalog(con: duckdb.DuckDBPyConnection, state: State, root: Path) -> None:
+    """The tables, `_meta` and the packet views of `state` (over the part files under `root`)."""
     for name, table in state.tables.items():
         con.register("_incoming", table)
         con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _incoming')
@@ -125,31 +146,107 @@ def write_catalog(con: duckdb.DuckDBPyConnection, state: State, root: Path) -> l
     files = sorted(state.tables["_files"]["path"].to_pylist())
     con.execute("CREATE OR REPLACE VIEW packets_all AS " + packets_all_sql(root, files))
     con.execute(packets_sql(state.rows("workers")))
-    try:
-        views.install(con)
-    except UsageError as err:
-        return [str(err)]
-    return []
+
+
+class CatalogDraft:
+    """A new catalog file written beside the committed one, renamed over it by `commit`.
+
+    Why a draft: installing the views is the slow part of a commit (~0.2 s), and it does not
+    depend on what the captures hold (see `install_views`), so an ingest prepares the draft on a
+    thread while it reads captures and only fills in the tables when it commits. A draft with
+    only the views installed is the same file for every dataset, so it is kept as a template in
+    the user's cache (`template_path`) and later drafts start as a copy of it.
+    """
+
+    def __init__(self, out: Path):
+        self.root = out.resolve()
+        self.final = self.root / CATALOG_NAME
+        self.tmp = self.root / f".{CATALOG_NAME}.tmp-{os.getpid()}-{threading.get_ident()}"
+        for stale in (self.tmp, self.tmp.with_name(self.tmp.name + ".wal")):
+            stale.unlink(missing_ok=True)
+        self.con: duckdb.DuckDBPyConnection | None = None
+        self.problems: list[str] = []
+        self.from_template = False
+
+    def prepare(self) -> CatalogDraft:
+        """The views installed: copied from the template when there is one, else bound here."""
+        template = template_path()
+        if template is not None and template.is_file():
+            try:
+                shutil.copyfile(template, self.tmp)
+                self.con = duckdb.connect(str(self.tmp))
+                self.from_template = True
+                return self
+            except (OSError, duckdb.Error):  # unreadable or damaged: rebuilt below, then replaced
+                self.abandon()
+        self.con = duckdb.connect(str(self.tmp))
+        self.problems = install_views(self.con)
+        if template is not None and not self.problems:
+            self.con.close()  # a closed file is complete: copy it, then go on writing the draft
+            _save_template(self.tmp, template)
+            self.con = duckdb.connect(str(self.tmp))
+        return self
+
+    def commit(self, state: State) -> list[str]:
+        """Fill in `state`, make the file durable and rename it into place (the commit point)."""
+        assert self.con is not None
+        try:
+            fill_catalog(self.con, state, self.root)
+            self.con.execute("CHECKPOINT")
+        finally:
+            self.con.close()
+            self.con = None
+        _fsync(self.tmp)
+        os.replace(self.tmp, self.final)
+        self.tmp.with_name(self.tmp.name + ".wal").unlink(missing_ok=True)
+        _fsync(self.root)
+        return self.problems
+
+    def abandon(self) -> None:
+        """Close and delete the draft (nothing to commit, or the ingest failed)."""
+        if self.con is not None:
+            with contextlib.suppress(duckdb.Error):
+                self.con.close()
+            self.con = None
+        for path in (self.tmp, self.tmp.with_name(self.tmp.name + ".wal")):
+            path.unlink(missing_ok=True)
+
+
+def template_path() -> Path | None:
+    """Where the draft template for this version of queries/, the catalog format and DuckDB lives:
+    `$TRACECORE_CACHE_DIR` (an empty value turns the cache off), else `$XDG_CACHE_HOME/tracecore`
+    or `~/.cache/tracecore`."""
+    folder = os.environ.get("TRACECORE_CACHE_DIR")
+    if folder is None:
+        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(xdg, "tracecore")
+    if not folder:
+        return None
+    key = hashlib.sha256(
+        "\0".join([views_fingerprint(), duckdb.__version__, packets_all_sql(Path("/"), [])]).encode()
+        + b"".join(str(schema).encode() for schema in BASE_SCHEMAS.values())
+    ).hexdigest()[:16]
+    return Path(folder) / f"catalog-template-{key}.duckdb"
+
+
+def _save_template(draft: Path, template: Path) -> None:
+    """Copy a freshly prepared draft to the template path (written whole, then renamed); a cache
+    that cannot be written is not an error."""
+    with contextlib.suppress(OSError):
+        template.parent.mkdir(parents=True, exist_ok=True)
+        partial = template.with_name(f".{template.name}.{os.getpid()}-{threading.get_ident()}")
+        shutil.copyfile(draft, partial)
+        os.replace(partial, template)
 
 
 def commit_catalog(out: Path, state: State) -> list[str]:
     """Write the whole catalog to a temporary file, then rename it into place (the commit point)."""
-    root = out.resolve()
-    final = root / CATALOG_NAME
-    tmp = root / f".{CATALOG_NAME}.tmp-{os.getpid()}"
-    for stale in (tmp, tmp.with_name(tmp.name + ".wal")):
-        stale.unlink(missing_ok=True)
-    con = duckdb.connect(str(tmp))
+    draft = CatalogDraft(out)
     try:
-        problems = write_catalog(con, state, root)
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
-    _fsync(tmp)
-    os.replace(tmp, final)
-    tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
-    _fsync(root)
-    return problems
+        return draft.prepare().commit(state)
+    except BaseException:
+        draft.abandon()
+        raise
 
 
 def export_tables(out: Path, state: State) -> None:

@@ -15,9 +15,15 @@ import shutil
 from pathlib import Path
 from urllib.parse import quote
 
-from tracecore.ingest.catalog import CATALOG_NAME, PACKETS_DIR, TABLES_DIR
-
+CATALOG_NAME = "tracecore.duckdb"
+PACKETS_DIR = "packets"
+TABLES_DIR = "tables"
 STAGING = ".staging"
+
+
+def default_data_dir() -> Path:
+    """$TRACECORE_DATA or ./tracecore-data (the same rule as cli.common, without importing the CLI)."""
+    return Path(os.environ.get("TRACECORE_DATA", "tracecore-data"))
 
 
 def partition(run: str, worker: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 FORMAT_VERSION = "1"
 
@@ -125,6 +124,8 @@ class State:
         if old is None or old.num_rows == 0:
             self.tables[name] = new_rows
             return
+        import pyarrow.compute as pc
+
         keep = pc.invert(pc.is_in(old["run"], value_set=pa.array(sorted(runs), pa.string())))
         kept = old.filter(keep)
         if new_rows.num_rows == 0:

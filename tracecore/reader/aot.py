@@ -80,6 +80,7 @@ def build(out_dir: Path = HERE) -> Path:
         cc = CC(MODULE)
         cc.output_dir = tmp
         cc.verbose = False
+        cc.use_nrt = False  # the kernels allocate nothing: no reference counting (see kernel.py)
         for name, signature in SIGNATURES.items():
             cc.export(name, signature)(getattr(kernel, name).py_func)
         cc.export("fingerprint", "int64()")(_fingerprint)

@@ -52,12 +52,12 @@ from tracecore.reader.formats import MAX_BLOCK
 U64 = np.uint64
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _u16be(b, p):
     return (np.int64(b[p]) << 8) | np.int64(b[p + 1])
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _u32(b, p, big):
     if big:
         return (
@@ -71,7 +71,7 @@ def _u32(b, p, big):
     )
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _u64be(b, p):
     v = U64(0)
     for i in range(8):
@@ -79,7 +79,7 @@ def _u64be(b, p):
     return v
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _intern(hi, lo, kind, tab, u_key, u_kind, st):
     """Dictionary index of address (hi, lo, kind); adds it when new. Load stays <= 1/2."""
     mask = U64(tab.shape[0] - 1)
@@ -106,7 +106,7 @@ def _intern(hi, lo, kind, tab, u_key, u_kind, st):
         i = (i + 1) & np.int64(mask)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def reset_table(tab, u_key, u_kind, st):
     """Empty the address table by re-probing only the slots this batch used."""
     mask = tab.shape[0] - 1
@@ -126,7 +126,7 @@ def reset_table(tab, u_key, u_kind, st):
     st[NUNIQ] = 0
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _ethernet(buf, p, end):
     """Ethernet II / 802.3+SNAP, then `_ethertype`; an MPLS Ethernet pseudowire is
     decoded once more as Ethernet."""
@@ -143,7 +143,7 @@ def _ethernet(buf, p, end):
 ET_INNER_ETHERNET = -3
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _ethertype(buf, et, q, end):
     """From an ethertype (or 802.3 length) whose payload starts at q, through 802.1Q/802.1ad
     tags, LLC/SNAP, PPPoE session and MPLS, to (protocol, offset). Shared by Ethernet and
@@ -181,7 +181,7 @@ def _ethertype(buf, et, q, end):
     return ET_INNER_ETHERNET, q + 4  # pseudowire control word, then an Ethernet frame
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _net_type(buf, p, end, link):
     """(ethertype-like protocol, offset of the network header); -1 = no IP, -2 = unknown link."""
     cap = end - p
@@ -237,7 +237,7 @@ def _net_type(buf, p, end, link):
     return -2, p
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _no_ip(known):
     z = U64(0)
     return (
@@ -257,7 +257,7 @@ def _no_ip(known):
     )
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def parse(buf, p, cap, orig, link):
     """Network fields of the frame at buf[p:p+cap], as a tuple of scalars:
     (link known, ip_version (0 = none), ip_proto, ip_fragment, src_port, dst_port, tcp_flags,
@@ -360,7 +360,7 @@ def parse(buf, p, cap, orig, link):
     return True, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _store(f, n, r, c8, c16, c32, keys):
     """Write one packet's parsed fields to row n and its address keys to scratch row r;
     returns whether the link type was known.
@@ -385,7 +385,7 @@ def _store(f, n, r, c8, c16, c32, keys):
     return known
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def _intern_rows(first, stop, c8, keys, cidx, tab, u_key, u_kind, st):
     """Dictionary indices of rows [first, stop) from their keys (scratch rows 0..stop-first).
 
@@ -431,14 +431,14 @@ def _intern_rows(first, stop, c8, keys, cidx, tab, u_key, u_kind, st):
         b_hi, b_lo, b_kind, b_idx = d_hi, d_lo, kind, di
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _chunk_stop(n, nmax, keys, nuniq, umax):
     """Last row (exclusive) of the next chunk: at most a scratch's worth, at most the batch,
     and no more rows than the address table has room for (two new addresses per row)."""
     return min(nmax, n + min(keys.shape[1], (umax - nuniq) // 2))
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def pcap_records(
     buf,
     pos,
@@ -515,7 +515,7 @@ def pcap_records(
     return status, pos
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _ts_ns(t, kind, factor, offset):
     if kind == 0:
         return t * factor + offset
@@ -533,7 +533,7 @@ def _ts_ns(t, kind, factor, offset):
     return sec * 1_000_000_000 + np.int64(sub) + offset
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def pcapng_blocks(
     buf, pos, big, ifs, n_if, nmax, umax, ts_col, c32f, c16f, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st
 ):
@@ -635,7 +635,7 @@ def pcapng_blocks(
     return status, pos
 
 
-@njit(nogil=True, cache=True, inline="always")
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _corrupt(st, code, value):
     st[ERR] = code
     st[ERR_VALUE] = value
