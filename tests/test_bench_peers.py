@@ -84,9 +84,14 @@ def test_peers_smoke_all_paths(tmp_path: Path) -> None:
         assert res["cat"]["ratio_to_tracecore"] == pytest.approx(
             res["cat"]["wall_s"] / res["tracecore read"]["wall_s"]
         )
+    ingest = res["tracecore ingest"]
+    assert ingest["status"] == "ok", ingest["reason"]
+    assert 0 < ingest["inner_wall_s"] < ingest["wall_s"]  # the CLI process adds start-up
     md = (tmp_path / "peers-latest.md").read_text()
     for name in PATHS:
         assert f"| {name} |" in md
+    assert "in-process (without interpreter start-up)" in md
+    assert "× `tshark fields`" in md
 
 
 def test_peers_prefix_extrapolation(tmp_path: Path) -> None:
