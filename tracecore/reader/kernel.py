@@ -385,6 +385,19 @@ def _store(f, n, r, c8, c16, c32, keys):
     return known
 
 
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def _row(buf, p, cap, orig, ts, ifid, link, n, first, cols):
+    """Row n: the record's frame fields, then its parsed fields (`_store`); returns whether its
+    link type is known. `cols` = (ts, c32f, c16f, c8, c16, c32, keys), the kernel's arrays."""
+    ts_col, c32f, c16f, c8, c16, c32, keys = cols
+    ts_col[n] = ts
+    c32f[0, n] = orig
+    c32f[1, n] = cap
+    c16f[0, n] = ifid
+    c16f[1, n] = link
+    return _store(parse(buf, p, cap, orig, link), n, n - first, c8, c16, c32, keys)
+
+
 @njit(nogil=True, cache=True, _nrt=False)
 def _intern_rows(first, stop, c8, keys, cidx, tab, u_key, u_kind, st):
     """Dictionary indices of rows [first, stop) from their keys (scratch rows 0..stop-first).
@@ -475,6 +488,7 @@ def pcap_records(
     capbytes = 0
     unsupported = 0
     status = np.int64(ST_FULL)
+    cols = (ts_col, c32f, c16f, c8, c16, c32, keys)
     while status == ST_FULL:
         stop = _chunk_stop(n, nmax, keys, st[NUNIQ], umax)
         if stop <= n:
@@ -497,12 +511,7 @@ def pcap_records(
                 status = np.int64(ST_NEED)
                 break
             ts = _u32(buf, pos, big) * 1_000_000_000 + _u32(buf, pos + 4, big) * mult
-            ts_col[n] = ts
-            c32f[0, n] = orig
-            c32f[1, n] = cap
-            c16f[0, n] = 0
-            c16f[1, n] = link
-            if not _store(parse(buf, pos + 16, cap, orig, link), n, n - first, c8, c16, c32, keys):
+            if not _row(buf, pos + 16, cap, orig, ts, 0, link, n, first, cols):
                 unsupported += 1
             capbytes += cap
             n += 1
@@ -548,6 +557,7 @@ def pcapng_blocks(
     unsupported = 0
     spb = 0
     status = np.int64(ST_FULL)
+    cols = (ts_col, c32f, c16f, c8, c16, c32, keys)
     while status == ST_FULL:
         stop = _chunk_stop(n, nmax, keys, st[NUNIQ], umax)
         if stop <= n:
@@ -593,13 +603,7 @@ def pcapng_blocks(
                     break
                 t = (_u32(buf, pos + 12, big) << 32) | _u32(buf, pos + 16, big)
                 ts = _ts_ns(t, ifs[ifid, 2], ifs[ifid, 3], ifs[ifid, 4])
-                link = ifs[ifid, 0]
-                ts_col[n] = ts
-                c32f[0, n] = orig
-                c32f[1, n] = cap
-                c16f[0, n] = ifid
-                c16f[1, n] = link
-                if not _store(parse(buf, pos + 28, cap, orig, link), n, n - first, c8, c16, c32, keys):
+                if not _row(buf, pos + 28, cap, orig, ts, ifid, ifs[ifid, 0], n, first, cols):
                     unsupported += 1
                 capbytes += cap
                 n += 1
@@ -614,13 +618,8 @@ def pcapng_blocks(
                 cap = min(orig, blen - 16)
                 if ifs[0, 1] > 0:
                     cap = min(cap, ifs[0, 1])
-                link = ifs[0, 0]
-                ts_col[n] = ts  # no timestamp in an SPB: carry the previous packet's
-                c32f[0, n] = orig
-                c32f[1, n] = cap
-                c16f[0, n] = 0
-                c16f[1, n] = link
-                if not _store(parse(buf, pos + 12, cap, orig, link), n, n - first, c8, c16, c32, keys):
+                # no timestamp in an SPB: it carries the previous packet's
+                if not _row(buf, pos + 12, cap, orig, ts, 0, ifs[0, 0], n, first, cols):
                     unsupported += 1
                 capbytes += cap
                 spb += 1
