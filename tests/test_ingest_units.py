@@ -365,3 +365,12 @@ def test_catalog_drafts_start_from_the_cached_template(tmp_path: Path, monkeypat
     assert template.read_bytes()[:4] != b"not "
     monkeypatch.setenv("TRACECORE_CACHE_DIR", "")
     assert template_path() is None
+
+
+def test_progress_bar_counts_files_and_rates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    summary = ingest([sample_run()], tmp_path / "out", jobs=1, progress=True)
+    err = capsys.readouterr().err
+    assert summary.packets > 0
+    assert "4/4 files" in err
+    assert "Mpkt/s" in err
+    assert "GB/s" in err
