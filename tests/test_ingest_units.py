@@ -374,3 +374,25 @@ def test_progress_bar_counts_files_and_rates(tmp_path: Path, capsys: pytest.Capt
     assert "4/4 files" in err
     assert "Mpkt/s" in err
     assert "GB/s" in err
+
+
+def test_a_draft_that_fails_on_its_thread_is_redone_by_the_commit(tmp_path: Path, monkeypatch) -> None:
+    import threading
+
+    from tracecore.ingest import catalog
+
+    prepare = catalog.CatalogDraft.prepare
+
+    def fails_on_the_draft_thread(self: catalog.CatalogDraft) -> catalog.CatalogDraft:
+        if threading.current_thread().name == "catalog-draft":
+            raise OSError("disk hiccup")
+        return prepare(self)
+
+    monkeypatch.setattr(catalog.CatalogDraft, "prepare", fails_on_the_draft_thread)
+    out = tmp_path / "out"
+    summary = ingest([sample_run()], out, jobs=1)
+    assert not summary.failed
+    assert not list(out.glob(".tracecore.duckdb.tmp-*"))  # the failed draft left nothing behind
+    con = open_catalog(out)
+    assert con.execute("SELECT count(*) FROM packets").fetchone() == (summary.packets,)
+    con.close()

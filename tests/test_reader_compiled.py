@@ -26,13 +26,12 @@ def fresh_choice() -> Iterator[None]:
 
 def _decode(path: Path) -> tuple[pa.Table, list[str], object]:
     reader = CaptureReader(path, batch_rows=4096)  # many batches: refills and table resets too
-    batches = []
+    batches: list[pa.RecordBatch] = []
     error = None
     try:
         batches = list(reader.batches())
     except Exception as err:  # corrupt corpus files: the error must match as well
         error = str(err)
-        batches = []
     return pa.Table.from_batches(batches) if batches else None, reader.warnings, error
 
 

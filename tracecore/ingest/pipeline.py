@@ -115,9 +115,10 @@ def _no_cyclic_gc() -> Iterator[None]:
 @contextlib.contextmanager
 def _warm_up(runs: list[RunSource]) -> Iterator[None]:
     """One-off start-up costs paid on a thread while the body works, joined on the way out:
-    numba's (~0.3-0.5 s, see kernel.warm_up) while the catalog is opened and the captures planned,
-    instead of delaying the first read; then pyarrow's first conversion of Python objects, which
-    imports pandas when it is installed (~0.2-0.3 s), during the reads instead of in the commit."""
+    numba's when the JIT kernels are used (~0.5 s, see compiled.py; nothing with the ahead-of-time
+    ones) while the captures are planned, instead of delaying the first read; then pyarrow's first
+    conversion of Python objects, which imports pandas when it is installed (~0.2 s), during the
+    reads instead of in the commit."""
     if not any(run.captures for run in runs):
         yield
         return
@@ -162,17 +163,19 @@ class _DraftOnThread:
     def __init__(self, out: Path):
         self.out = out
         self.draft: CatalogDraft | None = None
-        self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._prepare, name="catalog-draft", daemon=True)
         self.thread.start()
 
     def _prepare(self) -> None:
+        draft = None
         try:
             from tracecore.ingest.catalog import CatalogDraft
 
-            self.draft = CatalogDraft(self.out).prepare()
-        except BaseException as err:  # re-raised, or redone, by the commit
-            self.error = err
+            draft = CatalogDraft(self.out)
+            self.draft = draft.prepare()
+        except Exception:  # redone by `get`, on the committing thread, which then raises the error
+            if draft is not None:
+                draft.abandon()
 
     def get(self) -> CatalogDraft:
         """The prepared draft; prepared here, with its real error, when the thread failed."""
@@ -276,7 +279,7 @@ def _commit(
     draft: _DraftOnThread | None,
 ) -> None:
     """Assemble the new tables, place the part files, commit the catalog, drop replaced files."""
-    if not plans or draft is None:
+    if draft is None:  # no plans: nothing was asked for
         return
     import duckdb
 
