@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runners.rundir import staged_run_dir, write_run_toml
-from runners.testbed import CaptureStats, Testbed, TestbedError
-from runners.torch_ddp import loss_label
+from tracecore.runners.rundir import staged_run_dir, write_run_toml
+from tracecore.runners.testbed import CaptureStats, Testbed, TestbedError
+from tracecore.runners.torch_ddp import loss_label
 
 
 def human_size(n: float) -> str:

@@ -42,7 +42,7 @@ def _root(
 
 
 for _name in COMMAND_MODULES:
-    importlib.import_module(f"cli.{_name}").register(app)
+    importlib.import_module(f"tracecore.cli.{_name}").register(app)
 
 
 def main() -> None:

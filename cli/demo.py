@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from cli.common import boundary
+from tracecore.cli.common import boundary
 
 
 def register(app: typer.Typer) -> None:
@@ -23,7 +22,8 @@ def demo(
     """Ingest the embedded 4-worker DDP sample, show key views, and write the HTML report."""
     import sys
 
-    from cli.ingest import print_summary
+    from tracecore.cli.ingest import print_summary
+
     from tracecore.demo import SHOWN, run_demo
     from tracecore.query import write_result
     from tracecore.sample import SAMPLE_RUN

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from tracecore.cli.common import DataDir, boundary, default_data_dir
 
-from cli.common import DataDir, boundary, default_data_dir
 from tracecore.errors import UsageError
 
 

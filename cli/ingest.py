@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-
-from cli.common import boundary, default_data_dir
+from tracecore.cli.common import boundary, default_data_dir
 
 if TYPE_CHECKING:
     from tracecore.ingest import IngestSummary

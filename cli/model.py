@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from tracecore.cli.common import DataDir, boundary, default_data_dir
 
-from cli.common import DataDir, boundary, default_data_dir
 from tracecore.errors import UsageError
 
 if TYPE_CHECKING:

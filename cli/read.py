@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
+from tracecore.cli.common import boundary
 
-from cli.common import boundary
 from tracecore.errors import UsageError
 
 if TYPE_CHECKING:

@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from cli.common import DataDir, boundary, default_data_dir
+from tracecore.cli.common import DataDir, boundary, default_data_dir
 
 
 def register(app: typer.Typer) -> None:

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from cli.common import DataDir, boundary, default_data_dir
-from cli.query import Format, emit
+from tracecore.cli.common import DataDir, boundary, default_data_dir
+from tracecore.cli.query import Format, emit
 
 
 def register(app: typer.Typer) -> None:

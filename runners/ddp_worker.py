@@ -1,8 +1,8 @@
 """One rank of a PyTorch DistributedDataParallel (gloo, CPU) training run.
 
-Started by `runners.torch_ddp` once per worker namespace:
+Started by `tracecore.runners.torch_ddp` once per worker namespace:
 
-    python -m runners.ddp_worker --rank R --world-size N --master-addr IP --master-port P
+    python -m tracecore.runners.ddp_worker --rank R --world-size N --master-addr IP --master-port P
         --depth 8 --width 16 --batch-size 32 --epochs 2 --steps-per-epoch 10 --log train_history.log
 
 The model is a CIFAR-style ResNet-(6n+2) (He et al. 2016, §4.2: three stages of n basic blocks,

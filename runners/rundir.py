@@ -11,8 +11,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from runners.testbed import TestbedError
-from runners.toml_out import dumps as toml_dumps
+from tracecore.runners.testbed import TestbedError
+from tracecore.runners.toml_out import dumps as toml_dumps
 
 
 @contextlib.contextmanager

@@ -321,7 +321,7 @@ class Testbed:
         """The testbed as a run.toml `[network]` table: what a reader of the run needs to know."""
         dropped = self.loss_counter() if dropped_by_rule is None else dropped_by_rule
         return {
-            "testbed": "runners.testbed (network namespaces, veth + bridge)",
+            "testbed": "tracecore.runners.testbed (network namespaces, veth + bridge)",
             "subnet": self.subnet,
             "ips": self.ips,
             "interface": self.interface,

@@ -2,7 +2,7 @@
 
 `run_ddp(DDPConfig(...), out_root)` builds (or reuses) a `Testbed`, starts tcpdump on every
 worker's eth1 (the paper's `src <own ip>`, snaplen 128 by default), launches one
-`runners.ddp_worker` rank per namespace with rank 0 at the first address as master, waits
+`tracecore.runners.ddp_worker` rank per namespace with rank 0 at the first address as master, waits
 (bounded), stops the captures (raising if tcpdump dropped anything) and writes a run directory
 named after the paper's convention `framework-model-optimizer-batchsize-backend-loss-topology`:
 
@@ -30,8 +30,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from runners.rundir import staged_run_dir, write_run_toml
-from runners.testbed import CaptureStats, Testbed, TestbedError
+from tracecore.runners.rundir import staged_run_dir, write_run_toml
+from tracecore.runners.testbed import CaptureStats, Testbed, TestbedError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -140,7 +140,7 @@ def _run_in(
     outs = []
     for r in range(cfg.n_workers):
         argv = [
-            python, "-m", "runners.ddp_worker",
+            python, "-m", "tracecore.runners.ddp_worker",
             "--rank", str(r), "--world-size", str(cfg.n_workers),
             "--master-addr", tb.ip(0), "--master-port", "29500",
             "--depth", str(cfg.depth), "--width", str(cfg.width),
@@ -187,7 +187,7 @@ def _run_in(
             "loss": loss_label(cfg.loss_pct),
             "topology": "ring",
             "n_workers": n,
-            "generator": "runners.torch_ddp (python -m bench.make_captures)",
+            "generator": "tracecore.runners.torch_ddp (python -m bench.make_captures)",
             "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         },
         "model": {

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import dpkt
 import pytest
+from tracecore.runners.testbed import list_netns
 
 from bench.make_captures import MATRIX_SMALL, parse_size, parse_snaplen
 from bench.ring_physics import check_ring, pair_bytes
-from runners.testbed import list_netns
 from tests.conftest import require_tool
 from tracecore.sample import both_directions_run, sample_root, sample_run
 

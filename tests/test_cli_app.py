@@ -6,9 +6,8 @@ import subprocess
 import sys
 import time
 
+from tracecore.cli.app import COMMAND_MODULES, app
 from typer.testing import CliRunner
-
-from cli.app import COMMAND_MODULES, app
 
 runner = CliRunner()
 
@@ -35,7 +34,7 @@ def test_version() -> None:
 
 def test_help_is_instant_and_imports_nothing_heavy() -> None:
     code = (
-        "import sys, time; t=time.perf_counter(); from cli.app import app; "
+        "import sys, time; t=time.perf_counter(); from tracecore.cli.app import app; "
         "heavy=[m for m in ('pyarrow','duckdb','numba','polars','altair','sklearn') if m in sys.modules]; "
         "print(heavy); print(time.perf_counter()-t)"
     )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tracecore.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from tracecore.demo import SHOWN, run_demo
 
 

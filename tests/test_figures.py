@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tracecore.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from tests.test_views_support import SAMPLE, dataset_dir, open_dataset
 from tracecore import figures
 from tracecore.figures import render, timeseries, traffic

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _cli(*args: str, **kw: object) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "cli", "ingest", *args],
+        [sys.executable, "-m", "tracecore", "ingest", *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

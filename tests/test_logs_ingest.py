@@ -6,9 +6,8 @@ import shutil
 from pathlib import Path
 
 import duckdb
+from tracecore.cli.app import app
 from typer.testing import CliRunner
-
-from cli.app import app
 
 DATA = Path(__file__).parent / "data" / "logs"
 REPO = Path(__file__).resolve().parent.parent

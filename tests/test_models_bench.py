@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from tracecore.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from tracecore.models import optimus
 from tracecore.models.loss_input import loss_points
 

@@ -8,9 +8,9 @@ import json
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from tracecore.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from tests.test_views_support import BOTH, SAMPLE, dataset_dir, open_dataset, packets
 from tracecore import query, views
 from tracecore.errors import UsageError

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tracecore.cli.app import app
 from typer.testing import CliRunner
 
-from cli.app import app
 from tests.conftest import require_tool
 from tests.test_figures import decode_png
 from tests.test_views_support import BOTH, SAMPLE, dataset_dir

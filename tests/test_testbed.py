@@ -15,8 +15,8 @@ from pathlib import Path
 
 import dpkt
 import pytest
+from tracecore.runners.testbed import Testbed, TestbedError, cleanup_stale, list_netns
 
-from runners.testbed import Testbed, TestbedError, cleanup_stale, list_netns
 from tests.conftest import require_tool
 
 pytestmark = pytest.mark.netns
@@ -202,7 +202,7 @@ def test_signal_tears_down(sig: signal.Signals) -> None:
     script = textwrap.dedent(
         """
         import sys, time
-        from runners.testbed import Testbed
+        from tracecore.runners.testbed import Testbed
         with Testbed(n_workers=2) as tb:
             tb.popen(0, ["sleep", "300"])
             print(" ".join(tb.namespaces), flush=True)

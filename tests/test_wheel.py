@@ -1,4 +1,4 @@
-"""The installed wheel carries everything: the CLI, queries/*.sql and runners.
+"""The installed wheel carries everything (the CLI, queries/*.sql, runners) under one top-level package.
 
 Builds the wheel, installs it into a fresh venv outside the repository, and runs the CLI from a
 directory where the checkout cannot be imported by accident.
@@ -49,8 +49,8 @@ def test_wheel_contains_every_folder(wheel: Path) -> None:
     in_repo = {f"tracecore/queries/{p.name}" for p in (REPO / "queries").glob("*.sql")}
     assert sql, "no queries/*.sql in the wheel"
     assert sql == in_repo, "every queries/*.sql ships in the wheel"
-    assert "cli/app.py" in names
-    assert any(n.startswith("runners/") for n in names)
+    assert "tracecore/cli/app.py" in names
+    assert "tracecore/runners/testbed.py" in names
     assert any(n.startswith("tracecore/sample/") for n in names), "the embedded sample ships too"
     assert any(n.startswith("tracecore/reader/_kernels_aot.") for n in names), "ahead-of-time kernels ship"
 
@@ -75,9 +75,32 @@ def test_installed_cli_runs_outside_repo(installed: Path, corpus_dir: Path, tmp_
     assert rows[0]["dst_port"] == "80"
 
 
+def test_wheel_installs_one_top_level_package(installed: Path) -> None:
+    (record,) = installed.glob("lib/python*/site-packages/tracecore-*.dist-info/RECORD")
+    files = [row[0] for row in csv.reader(io.StringIO(record.read_text()))]
+    top = {f.split("/")[0] for f in files if not f.startswith("../")}
+    assert top == {"tracecore", record.parent.name}
+    scripts = {f.rsplit("/", 1)[-1] for f in files if f.startswith("../")}
+    assert scripts == {"tracecore"}
+    site = record.parent.parent
+    for name in ("cli", "runners", "bench", "tests", "queries"):
+        assert not (site / name).exists(), f"{name} installed as a top-level package"
+
+
+def test_python_m_tracecore_is_the_cli(installed: Path, tmp_path: Path) -> None:
+    out = subprocess.run(
+        [str(installed / "bin" / "python"), "-m", "tracecore", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout
+    assert out.strip() == "tracecore 0.1.0"
+
+
 def test_installed_package_is_not_the_checkout(installed: Path, tmp_path: Path) -> None:
     where = subprocess.run(
-        [str(installed / "bin" / "python"), "-c", "import tracecore, cli; print(tracecore.__file__)"],
+        [str(installed / "bin" / "python"), "-c", "import tracecore.cli.app as a; print(a.__file__)"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -1,6 +1,6 @@
 """Every error tracecore raises on purpose.
 
-The CLI has one error boundary (`cli.app.main`) that turns a `TracecoreError` into a
+The CLI has one error boundary (`tracecore.cli.app.main`) that turns a `TracecoreError` into a
 one-line message on stderr and the error's `exit_code`; anything else is a bug and
 keeps its traceback. Messages say what happened, where (file and byte offset when
 there is one), and what to do.

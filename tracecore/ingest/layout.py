@@ -22,7 +22,7 @@ STAGING = ".staging"
 
 
 def default_data_dir() -> Path:
-    """$TRACECORE_DATA or ./tracecore-data (the same rule as cli.common, without importing the CLI)."""
+    """$TRACECORE_DATA or ./tracecore-data (the one owner of that rule)."""
     return Path(os.environ.get("TRACECORE_DATA", "tracecore-data"))
 
 
