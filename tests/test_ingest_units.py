@@ -182,6 +182,7 @@ def test_part_files_stay_sorted_when_packets_are_out_of_order(tmp_path: Path) ->
     import pyarrow.parquet as pq
 
     from tests.test_ingest_support import records, write_pcap
+    from tracecore.ingest.control import LocalChannel
     from tracecore.ingest.writer import CaptureTask, ingest_capture
 
     header, recs = records(sample_run() / "worker-0-tcpdump.pcap")
@@ -200,7 +201,10 @@ def test_part_files_stay_sorted_when_packets_are_out_of_order(tmp_path: Path) ->
         src = write_pcap(tmp_path / f"{name}.pcap", header, recs_x)
         stage = tmp_path / name
         stage.mkdir()
-        res = ingest_capture(CaptureTask(0, str(src), str(stage), batch_rows=edge + 1))
+        ticks: list[int] = []
+        channel = LocalChannel(lambda nbytes, packets, into=ticks: into.append(packets))
+        res = ingest_capture(CaptureTask(0, str(src), str(stage), batch_rows=edge + 1), channel)
+        assert sum(ticks) == len(recs_x)
         assert res.status == "ok"
         assert res.packets == len(recs)
         # one dense part (TCP rows, required columns) and one sparse part (the sample's ARP/UDP rows)

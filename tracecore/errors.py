@@ -55,6 +55,12 @@ class DatasetError(TracecoreError):
     exit_code = 4
 
 
+class IngestCancelledError(TracecoreError):
+    """An ingest was cancelled through its IngestControl before it committed anything."""
+
+    exit_code = 130
+
+
 class ModelFitError(TracecoreError):
     """A model cannot be fitted from the data given (too few points or runs for its features)."""
 

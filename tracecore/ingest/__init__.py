@@ -14,18 +14,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tracecore.ingest.catalog import open_catalog
+    from tracecore.ingest.control import IngestControl
     from tracecore.ingest.layout import default_data_dir
     from tracecore.ingest.pipeline import ingest
     from tracecore.ingest.summary import CaptureOutcome, IngestSummary
 
 _WHERE = {
+    "IngestControl": "control",
     "default_data_dir": "layout",
     "open_catalog": "catalog",
     "ingest": "pipeline",
     "CaptureOutcome": "summary",
     "IngestSummary": "summary",
 }
-__all__ = ["CaptureOutcome", "IngestSummary", "default_data_dir", "ingest", "open_catalog"]
+__all__ = ["CaptureOutcome", "IngestControl", "IngestSummary", "default_data_dir", "ingest", "open_catalog"]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracecore.errors import DatasetError, TracecoreError
-from tracecore.ingest import layout, runner
+from tracecore.errors import DatasetError, IngestCancelledError, TracecoreError
+from tracecore.ingest import executor, layout
+from tracecore.ingest.control import IngestControl
 from tracecore.ingest.discover import CaptureFile, RunSource, discover
 from tracecore.ingest.fileid import file_id
 from tracecore.ingest.lock import dataset_lock
@@ -55,6 +56,7 @@ def ingest(
     progress: bool = False,
     wait_s: float = 0.0,
     parallel_min_bytes: int = POOL_MIN_BYTES,
+    control: IngestControl | None = None,
 ) -> IngestSummary:
     """Ingest capture files / run folders / folders of runs into the dataset at `out`.
 
@@ -64,6 +66,8 @@ def ingest(
     `jobs` is the number of CPU cores to use (default: all): up to `jobs` captures are read at once
     on threads of this process; when the captures to read total `parallel_min_bytes` or more, they
     are read in `jobs // 2` worker processes instead (each keeps two cores busy: decode + encode).
+    `control` cancels this ingest from another thread (IngestCancelledError, nothing committed) and
+    receives its progress ticks.
     """
     start = time.perf_counter()
     out = Path(out) if out is not None else layout.default_data_dir()
@@ -73,6 +77,7 @@ def ingest(
         raise DatasetError(f"{out}: cannot create the dataset directory: {err.strerror or err}") from err
     out = out.resolve()
     jobs = jobs or os.cpu_count() or 1
+    control = control or IngestControl()
     found = discover([Path(p) for p in paths])
     summary = IngestSummary(out, problems=list(found.problems), warnings=list(found.warnings))
     with _warm_up(found.runs), dataset_lock(out, wait_s):
@@ -87,7 +92,9 @@ def ingest(
         draft = _DraftOnThread(out) if plans else None
         try:
             with _no_cyclic_gc():
-                results = _read_all(plans, stage, jobs, progress, summary, parallel_min_bytes)
+                results = _read_all(plans, stage, jobs, progress, parallel_min_bytes, control)
+            if control.cancelled:
+                raise IngestCancelledError(f"{out}: ingest cancelled; the dataset is unchanged")
             _commit(out, state, plans, results, summary, draft)
         finally:
             if draft is not None:
@@ -247,7 +254,7 @@ def _plan(run: RunSource, state: State, force: bool, summary: IngestSummary) -> 
 
 
 def _read_all(
-    plans: list[_RunPlan], stage: Path, jobs: int, progress: bool, summary: IngestSummary, min_pool: int
+    plans: list[_RunPlan], stage: Path, jobs: int, progress: bool, min_pool: int, control: IngestControl
 ) -> dict[int, CaptureResult]:
     """Read every changed capture into staged Parquet; results by task index."""
     tasks: list[CaptureTask] = []
@@ -264,7 +271,13 @@ def _read_all(
     from tracecore.ingest.progress import IngestProgress
 
     with IngestProgress(total, len(tasks), progress) as bar:
-        for res in runner.run_tasks(tasks, procs, jobs, bar.tick):
+
+        def tick(nbytes: int, packets: int) -> None:
+            bar.tick(nbytes, packets)
+            if control.on_progress is not None:
+                control.on_progress(nbytes, packets)
+
+        for res in executor.run_tasks(tasks, procs, jobs, control, tick):
             results[res.index] = res
             bar.file_done()
     return results

@@ -17,15 +17,13 @@ low-cardinality columns and statistics on six: 0.33 → 0.21 s of encoding per 5
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import queue
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +32,9 @@ import pyarrow.parquet as pq
 from tracecore.errors import CaptureError
 from tracecore.reader import CaptureReader
 from tracecore.schema import PACKET_SCHEMA
+
+if TYPE_CHECKING:
+    from tracecore.ingest.control import TaskChannel
 
 DENSE_SCHEMA = pa.schema([f.with_nullable(False) for f in PACKET_SCHEMA])
 NULLABLE_INDICES = [i for i, f in enumerate(PACKET_SCHEMA) if f.nullable]
@@ -46,8 +47,6 @@ TOP_ADDRESSES = 64
 DICT_COLUMNS = ["src_ip", "dst_ip"]
 STATS_COLUMNS = ["ts_ns"]
 WRITE_BATCH_ROWS = 1 << 16
-_progress_queue = None
-CANCEL = threading.Event()  # set by the runner when the ingest is abandoned (Ctrl-C, error)
 
 
 @dataclass
@@ -76,22 +75,6 @@ class CaptureResult:
         if self.error is None:
             return "ok"
         return "partial" if self.packets else "failed"
-
-
-def init_worker(queue: object) -> None:
-    """Process-pool initializer: progress channel, and die with the parent (no orphan writers)."""
-    global _progress_queue
-    _progress_queue = queue
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and cleans up
-
-
-def _report(index: int, nbytes: int, packets: int) -> None:
-    if _progress_queue is not None:
-        with contextlib.suppress(Exception):
-            _progress_queue.put_nowait((index, nbytes, packets))
 
 
 def _open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
@@ -273,8 +256,11 @@ class TimeOrder:
         self.last = batch.column(0)[-1].as_py()
 
 
-def ingest_capture(task: CaptureTask) -> CaptureResult:
-    """Read one capture into staged part files; errors are recorded, good rows are kept."""
+def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
+    """Read one capture into staged part files; errors are recorded, good rows are kept.
+
+    `channel` is the task's ingest's own: progress goes there and a cancel is read from there.
+    """
     start = time.perf_counter()
     res = CaptureResult(task.index)
     sink = PartSink(Path(task.stage_dir), task.index)
@@ -282,7 +268,7 @@ def ingest_capture(task: CaptureTask) -> CaptureResult:
     order = TimeOrder(sink)
     try:
         for batch in reader.batches():
-            if CANCEL.is_set():
+            if channel.cancelled():
                 res.error = "cancelled"
                 break
             n = batch.num_rows
@@ -300,7 +286,7 @@ def ingest_capture(task: CaptureTask) -> CaptureResult:
             res.last_ts_ns = hi if res.last_ts_ns is None else max(res.last_ts_ns, hi)
             _count_addresses(batch.column(6), res.ip_counts, 0)
             _count_addresses(batch.column(7), res.ip_counts, 1)
-            _report(task.index, _total(batch.column(2)) + 16 * n, n)
+            channel.report(task.index, _total(batch.column(2)) + 16 * n, n)
     except CaptureError as err:
         res.error = f"{err.reason}" + (f" at byte offset {err.offset}" if err.offset is not None else "")
     except OSError as err:
