@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tracecore.runners.testbed import TestbedError
-from tracecore.runners.toml_out import dumps as toml_dumps
 
 
 @contextlib.contextmanager
@@ -40,4 +39,6 @@ def staged_run_dir(out_root: str | Path, name: str, *, overwrite: bool = True) -
 
 def write_run_toml(run_dir: Path, facts: dict) -> None:
     """The run's metadata as `run.toml` (what `tracecore ingest` reads into the runs table)."""
-    (run_dir / "run.toml").write_text(toml_dumps(facts))
+    import tomli_w
+
+    (run_dir / "run.toml").write_text(tomli_w.dumps(facts), encoding="utf-8")
