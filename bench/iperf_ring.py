@@ -24,7 +24,8 @@ from pathlib import Path
 
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 from tracecore.runners.testbed import CaptureStats, Testbed, TestbedError
-from tracecore.runners.torch_ddp import loss_label
+
+from tracecore.ingest.runname import format_loss, format_run_name
 
 
 def human_size(n: float) -> str:
@@ -46,11 +47,16 @@ class RingConfig:
     label: str | None = None  # size label in the run name; default from bytes_per_stream
 
     @property
-    def run_name(self) -> str:
+    def model(self) -> str:
+        """The run name's model field: bulk transfer size, snaplen and capture direction."""
         label = self.label or human_size(self.bytes_per_stream * self.n_workers)
         snap = "" if self.snaplen >= 65535 else f"_s{self.snaplen}"
         both = "_both" if self.both_directions else ""
-        return f"iperf3-bulk_{label}{snap}{both}-none-0-tcp-{loss_label(self.loss_pct)}-ring"
+        return f"bulk_{label}{snap}{both}"
+
+    @property
+    def run_name(self) -> str:
+        return format_run_name("iperf3", self.model, "none", 0, "tcp", self.loss_pct, "ring")
 
 
 def _wait_listening(tb: Testbed, i: int, port: int, timeout_s: float = 10.0) -> None:
@@ -149,12 +155,12 @@ def _ring(tb: Testbed, cfg: RingConfig, run_dir: Path, min_rate_bps: float) -> d
         "run": {
             "name": cfg.run_name,
             "framework": "iperf3",
-            "model": cfg.run_name.split("-")[1],
+            "model": cfg.model,
             "optimizer": "none",
             "batch_size": 0,
             "backend": "tcp",
             "loss_pct": float(cfg.loss_pct),
-            "loss": loss_label(cfg.loss_pct),
+            "loss": format_loss(cfg.loss_pct),
             "topology": "ring",
             "n_workers": n,
             "generator": "bench.iperf_ring (python -m bench.make_captures)",

@@ -33,12 +33,9 @@ from pathlib import Path
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 from tracecore.runners.testbed import CaptureStats, Testbed, TestbedError
 
+from tracecore.ingest.runname import format_loss, format_run_name
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def loss_label(loss_pct: float) -> str:
-    """The paper's renamed loss field: 0 → `normal`, 1 → `loss_1`, 0.5 → `loss_0.5`."""
-    return "normal" if loss_pct == 0 else f"loss_{loss_pct:g}"
 
 
 @dataclass(frozen=True)
@@ -64,8 +61,8 @@ class DDPConfig:
 
     @property
     def run_name(self) -> str:
-        return (
-            f"torch_ddp-{self.model}-{self.optimizer}-{self.batch_size}-gloo-{loss_label(self.loss_pct)}-ring"
+        return format_run_name(
+            "torch_ddp", self.model, self.optimizer, self.batch_size, "gloo", self.loss_pct, "ring"
         )
 
 
@@ -184,7 +181,7 @@ def _run_in(
             "batch_size": cfg.batch_size,
             "backend": "gloo",
             "loss_pct": float(cfg.loss_pct),
-            "loss": loss_label(cfg.loss_pct),
+            "loss": format_loss(cfg.loss_pct),
             "topology": "ring",
             "n_workers": n,
             "generator": "tracecore.runners.torch_ddp (python -m bench.make_captures)",

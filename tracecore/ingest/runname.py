@@ -1,9 +1,10 @@
-"""Run metadata from a run folder's name (and its run.toml).
+"""The run-name format (built by the launchers, parsed by ingest) and run metadata from run.toml.
 
-Why both forms: the measurement code names folders `framework-model-optimizer-batchsize-backend-loss-
-topology` with the loss as a raw number (`horovod-resnet50-adam-64-mpi-0-ring`), while the published
-traces were renamed (`tf_sync-…-normal-ring`, `…-loss_0.1-ring`). Both parse to the same typed fields.
-Underscores live inside fields (`tf_sync`, `grpc_nccl`), so splitting on `-` is exact for 7 fields.
+Why both name forms: the measurement code names folders `framework-model-optimizer-batchsize-backend-
+loss-topology` with the loss as a raw number (`horovod-resnet50-adam-64-mpi-0-ring`), while the
+published traces were renamed (`tf_sync-…-normal-ring`, `…-loss_0.1-ring`), the form tracecore's own
+launchers write. Both parse to the same typed fields. Underscores live inside fields (`tf_sync`,
+`grpc_nccl`), so splitting on `-` is exact for 7 fields.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tracecore.errors import UsageError
+
 FIELDS = ("framework", "model", "optimizer", "batch_size", "backend", "loss_pct", "topology")
 _LOSS = re.compile(r"^(?:loss_)?(\d+(?:\.\d+)?)$")
+_FIELD = re.compile(r"^[^-/\s]+$")  # one name field: no separator, no folder, no blank
 
 
 @dataclass
@@ -43,6 +47,33 @@ class RunMeta:
         d.pop("name")
         d["extra"] = json.dumps(self.extra, sort_keys=True, default=str) if self.extra else None
         return d
+
+
+def format_loss(loss_pct: float) -> str:
+    """The published loss field: 0 → `normal`, 1 → `loss_1`, 0.5 → `loss_0.5` (parse_loss reads it back)."""
+    if loss_pct == 0:
+        return "normal"
+    for text in (f"{loss_pct:g}", repr(float(loss_pct))):
+        if _LOSS.match(text) and float(text) == loss_pct:
+            return f"loss_{text}"
+    raise UsageError(f"loss {loss_pct!r} % cannot be written in a run name (a plain non-negative number)")
+
+
+def format_run_name(
+    framework: str, model: str, optimizer: str, batch_size: int, backend: str, loss_pct: float, topology: str
+) -> str:
+    """`framework-model-optimizer-batchsize-backend-loss-topology`, the name parse_run_name reads back."""
+    texts = zip(
+        ("framework", "model", "optimizer", "backend", "topology"),
+        (framework, model, optimizer, backend, topology),
+        strict=True,
+    )
+    for key, value in texts:
+        if not _FIELD.match(value):
+            raise UsageError(f"run-name field {key} {value!r} must be non-empty, without '-', '/' or blanks")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0:
+        raise UsageError(f"run-name batch size {batch_size!r} must be a whole number ≥ 0")
+    return "-".join((framework, model, optimizer, str(batch_size), backend, format_loss(loss_pct), topology))
 
 
 def parse_loss(text: str) -> float | None:
