@@ -1,25 +1,16 @@
 -- Run metadata with every optional column the views use present (NULL where ingest has none).
 --
--- Why: `runs` is the ingest contract (run, framework, model, optimizer, batch_size, backend,
--- loss_pct, topology, n_workers, path) and may carry extras. Views read `run_meta` instead, so a
--- catalog without an extra still works and the dependent columns read NULL. UNION ALL BY NAME
--- adds a missing column and leaves an existing one as it is.
--- grad_bytes is taken from a `grad_bytes` column of `runs` if ingest provides one, else from the
--- `extra` JSON of run.toml keys (`grad_bytes` or `gradient_bytes` in its [run] table).
+-- Why: views read `run_meta` instead of `runs`, so a catalog written before a column existed still
+-- works and that column reads NULL. UNION ALL BY NAME adds a missing column and leaves an existing
+-- one as it is. The gradient size is ingest's to read from run.toml (ingest/runname.py); nothing
+-- here re-derives it.
 --
 -- Parameters: none.
--- Columns: every column of `runs`, plus
---   grad_bytes   gradient bytes all-reduced per training step (4 × parameters for fp32), bytes; NULL if unknown
+-- Columns: every column of `runs`, always including
+--   grad_bytes   gradient bytes all-reduced per training step, bytes; NULL if run.toml gives no size
+--   n_params     model parameters; NULL if unknown
+--   extra        JSON of the other run.toml keys; NULL if none
 CREATE OR REPLACE VIEW run_meta AS
-SELECT * REPLACE (
-    coalesce(
-        try_cast(grad_bytes AS BIGINT),
-        try_cast(json_extract_string(extra, '$.grad_bytes') AS BIGINT),
-        try_cast(json_extract_string(extra, '$.gradient_bytes') AS BIGINT)
-    ) AS grad_bytes
-)
-FROM (
-    SELECT * FROM runs
-    UNION ALL BY NAME
-    SELECT NULL::BIGINT AS grad_bytes, NULL::VARCHAR AS extra WHERE false
-);
+SELECT * FROM runs
+UNION ALL BY NAME
+SELECT NULL::BIGINT AS grad_bytes, NULL::BIGINT AS n_params, NULL::VARCHAR AS extra WHERE false;

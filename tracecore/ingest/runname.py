@@ -19,6 +19,8 @@ from pathlib import Path
 from tracecore.errors import UsageError
 
 FIELDS = ("framework", "model", "optimizer", "batch_size", "backend", "loss_pct", "topology")
+MODEL_SIZE_KEYS = ("grad_bytes", "gradient_bytes", "n_params")  # typed columns, never `extra`
+BYTES_PER_PARAM = 4  # fp32 gradients: grad_bytes when run.toml gives only n_params
 _LOSS = re.compile(r"^(?:loss_)?(\d+(?:\.\d+)?)$")
 _FIELD = re.compile(r"^[^-/\s]+$")  # one name field: no separator, no folder, no blank
 
@@ -35,7 +37,7 @@ class RunMeta:
     loss_pct: float | None = None
     topology: str | None = None
     name_parsed: bool = False
-    grad_bytes: int | None = None  # bytes all-reduced per step (run.toml gradient_bytes / grad_bytes)
+    grad_bytes: int | None = None  # gradient bytes all-reduced per step (see _apply_model_size)
     n_params: int | None = None  # model parameters (run.toml n_params)
     extra: dict = field(default_factory=dict)
     worker_ips: dict[str, str] = field(default_factory=dict)  # capture file or key → IP, from run.toml
@@ -127,7 +129,7 @@ def apply_run_toml(meta: RunMeta, path: Path) -> list[str]:
             setattr(meta, key, str(value))
         elif key == "name" and isinstance(value, str) and value:
             meta.name = value
-        elif key != "loss":
+        elif key != "loss" and key not in MODEL_SIZE_KEYS:
             meta.extra[key] = value
     _apply_model_size(meta, run, doc.get("model"))
     for entry in (doc.get("capture") or {}).get("worker") or []:
@@ -140,13 +142,16 @@ def apply_run_toml(meta: RunMeta, path: Path) -> list[str]:
 
 
 def _apply_model_size(meta: RunMeta, run: dict, model: object) -> None:
-    """Gradient bytes and parameter count, typed, from [run] or [model]: the views' physics needs them."""
+    """Gradient bytes and parameter count, typed, from [run] then [model] (the later wins), gradient
+    bytes from the parameters when only they are given: the views' physics and the models need them."""
     for table in (run, model if isinstance(model, dict) else {}):
         for key in ("grad_bytes", "gradient_bytes"):
             if _is_int(table.get(key)):
                 meta.grad_bytes = int(table[key])
         if _is_int(table.get("n_params")):
             meta.n_params = int(table["n_params"])
+    if meta.grad_bytes is None and meta.n_params is not None:
+        meta.grad_bytes = meta.n_params * BYTES_PER_PARAM
 
 
 def _is_int(value: object) -> bool:

@@ -125,7 +125,7 @@ WITH counts AS (
     FROM train_log GROUP BY run
 ),
 ep AS (SELECT run, id, ts_ns FROM train_log WHERE type = 'Epoch')
-SELECT m.run, m.n_workers AS gpus, m.batch_size, m.grad_bytes, m.path,
+SELECT m.run, m.n_workers AS gpus, m.batch_size, m.grad_bytes,
        c.batches // c.epochs AS iters,
        (e1.ts_ns - e0.ts_ns) / 1e9 AS epoch_time_s,
        d.rank_bytes_per_step * (c.batches // c.epochs) AS wire_bytes
@@ -144,7 +144,7 @@ def inputs_from_catalog(data_dir: Any) -> pl.DataFrame:
 
     As seed 002, the first epoch is warm-up: the time is Epoch 1's log timestamp minus Epoch 0's.
     `wire_bytes` is the mean frame bytes one worker sent per step (`data_per_step`) × iterations,
-    and `n_params` the gradient bytes / 4 (catalog or the run's run.toml). Runs with packet loss
+    and `n_params` the catalog's gradient bytes / 4. Runs with packet loss
     and runs of a single epoch are left out.
     """
     import duckdb
@@ -152,7 +152,7 @@ def inputs_from_catalog(data_dir: Any) -> pl.DataFrame:
 
     from tracecore.errors import DatasetError
     from tracecore.ingest.catalog import open_catalog
-    from tracecore.models.runmeta import BYTES_PER_PARAM, grad_bytes_of_run
+    from tracecore.ingest.runname import BYTES_PER_PARAM
 
     con = open_catalog(data_dir)
     try:
@@ -165,18 +165,13 @@ def inputs_from_catalog(data_dir: Any) -> pl.DataFrame:
         con.close()
     if table.height == 0:
         raise ModelFitError(f"{data_dir}: no loss-free run with two logged epochs")
-    grad = [
-        g if g is not None else grad_bytes_of_run(p)
-        for g, p in zip(table["grad_bytes"], table["path"], strict=True)
-    ]
-    if any(g is None for g in grad):
-        missing = [r for r, g in zip(table["run"], grad, strict=True) if g is None]
+    missing = table.filter(pl.col("grad_bytes").is_null())["run"].to_list()
+    if missing:
         raise ModelFitError(
-            f"scaling: gradient size unknown for {', '.join(missing)} (no grad_bytes, no run.toml)"
+            f"scaling: gradient size unknown for {', '.join(missing)} (run.toml gave neither "
+            "gradient_bytes nor n_params when it was ingested)"
         )
-    return table.with_columns(
-        pl.Series("n_params", [g // BYTES_PER_PARAM for g in grad], dtype=pl.Int64)
-    ).drop("grad_bytes", "path")
+    return table.with_columns((pl.col("grad_bytes") // BYTES_PER_PARAM).alias("n_params")).drop("grad_bytes")
 
 
 def seed_wide(result: pl.DataFrame, value: str) -> pl.DataFrame:

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracecore.errors import ModelFitError
+from tracecore.ingest.runname import BYTES_PER_PARAM
 from tracecore.models.columns import numeric
-from tracecore.models.runmeta import BYTES_PER_PARAM, grad_bytes_of_run
 
 if TYPE_CHECKING:
     import polars as pl
@@ -166,12 +166,6 @@ def load_runs(data_dir: Any, *, include_loss: bool = False) -> pl.DataFrame:
         con.close()
     if not include_loss:
         table = table.filter(pl.col("loss_pct").fill_null(0.0) == 0.0)
-    if table["grad_bytes"].null_count():
-        from_toml = [
-            g if g is not None else grad_bytes_of_run(p)
-            for g, p in zip(table["grad_bytes"], table["path"], strict=True)
-        ]
-        table = table.with_columns(pl.Series("grad_bytes", from_toml, dtype=pl.Int64))
     if table.height == 0:
         raise ModelFitError(f"{data_dir}: no run with logged training steps and packets in data_per_step")
     return table
