@@ -31,9 +31,9 @@ class Figure:
 
 
 def _registry() -> dict[str, Figure]:
-    from tracecore.figures import catalog
+    from tracecore.figures import registry
 
-    return {f.name: f for f in catalog.FIGURES}
+    return {f.name: f for f in registry.FIGURES}
 
 
 def figure_names() -> list[str]:

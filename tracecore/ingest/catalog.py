@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 from tracecore import views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import lock
+from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.ingest.layout import CATALOG_NAME, TABLES_DIR, default_data_dir
-from tracecore.ingest.tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.schema import PACKET_FIELDS
 
 _DUCK_TYPES = {

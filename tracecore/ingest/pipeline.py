@@ -32,7 +32,7 @@ from tracecore.ingest.writer import CaptureResult, CaptureTask
 
 if TYPE_CHECKING:
     from tracecore.ingest.catalog import CatalogDraft
-    from tracecore.ingest.tables import State
+    from tracecore.ingest.dataset_tables import State
 
 # Below this much capture data one process is faster than a pool: each spawned worker pays ~1-2 s of
 # imports and numba cache loading, and one process already overlaps decode with Parquet encoding
@@ -148,7 +148,7 @@ def _warm_up(runs: list[RunSource]) -> Iterator[None]:
 
 def _load_state(out: Path, force: bool) -> State:
     """The committed state; a fresh dataset's without importing DuckDB (which the draft thread does)."""
-    from tracecore.ingest.tables import State
+    from tracecore.ingest.dataset_tables import State
 
     if not (out / layout.CATALOG_NAME).is_file():
         return State()

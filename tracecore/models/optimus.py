@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tracecore.errors import ModelFitError
-from tracecore.models.columns import numeric
+from tracecore.models.input_checks import numeric
 
 if TYPE_CHECKING:
     import polars as pl

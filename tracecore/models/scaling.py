@@ -22,7 +22,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from tracecore.errors import ModelFitError, UsageError
-from tracecore.models.columns import numeric
+from tracecore.models.input_checks import numeric
 
 if TYPE_CHECKING:
     import polars as pl

@@ -23,7 +23,7 @@ import numpy as np
 
 from tracecore.errors import ModelFitError
 from tracecore.ingest.runname import BYTES_PER_PARAM
-from tracecore.models.columns import numeric
+from tracecore.models.input_checks import numeric
 
 if TYPE_CHECKING:
     import polars as pl

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tracecore.figures import Figure, tables, timeseries, traffic, training
+from tracecore.figures import Figure, confidence, timeseries, traffic, training
 from tracecore.query import run_view
 
 if TYPE_CHECKING:
@@ -156,13 +156,13 @@ FIGURES = [
         "throughput_ci",
         "Table I",
         "Mean throughput per run with 95% confidence interval",
-        _of_view("throughput_ci", tables.throughput_ci_chart),
+        _of_view("throughput_ci", confidence.throughput_ci_chart),
     ),
     Figure(
         "link_util_ci",
         "Table II",
         "Mean throughput per link with 95% confidence interval",
-        _of_view("link_util_ci", tables.link_util_ci_chart),
+        _of_view("link_util_ci", confidence.link_util_ci_chart),
     ),
     Figure(
         "topology_check",
