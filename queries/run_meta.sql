@@ -1,4 +1,5 @@
 -- Run metadata with every optional column the views use present (NULL where ingest has none).
+-- Kind: building block
 --
 -- Why: `runs` is the ingest contract (run, framework, model, optimizer, batch_size, backend,
 -- loss_pct, topology, n_workers, path) and may carry extras. Views read `run_meta` instead, so a
