@@ -61,8 +61,12 @@ def query(
     from tracecore import query as q
 
     if list_:
-        for view, purpose in q.view_listing():
-            typer.echo(f"{view:<18} {purpose}")
+        kind = None
+        for row in q.view_listing():
+            if row.kind != kind:
+                kind = row.kind
+                typer.echo(f"{kind}s:")
+            typer.echo(f"  {row.name:<18} {row.purpose}  ({', '.join(row.params) or 'no parameters'})")
         return
     if name is None:
         raise UsageError("give a view name, or --list to see them")

@@ -1,4 +1,5 @@
 -- Bytes per directed (src, dst) address pair per run, with worker labels (Fig. 4).
+-- Kind: answer
 --
 -- Semantics: the notebook's joint_sent_received.json, groupby(ip.src, ip.dst) of frame.len over the
 -- whole capture (idle head and tail, ACKs and non-training traffic included); packets without an IP

@@ -1,4 +1,5 @@
 -- Mean bytes per directed worker pair over a set of runs: the heatmap of Fig. 4.
+-- Kind: answer
 --
 -- Semantics: the notebook summed the per-run src×dst pivot tables (missing pairs filled with 0)
 -- over the runs of one framework/topology and divided by (#runs · 1e9). Same here, by worker

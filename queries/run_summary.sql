@@ -1,4 +1,5 @@
 -- One row per run: its metadata next to what was captured and logged (the report's run table).
+-- Kind: answer
 --
 -- Parameters:
 --   runs   list of run names; NULL = every run

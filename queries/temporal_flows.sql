@@ -1,4 +1,5 @@
 -- Per-flow load in time bins: the "temporal flow" picture of Fig. 6.
+-- Kind: answer
 --
 -- Semantics: the notebook's temporal_flow.json, frame.len per directed TCP 4-tuple in 10 s bins,
 -- flows numbered in sorted 4-tuple order and coloured by bytes / max bytes. Fixed here: the bins

@@ -1,4 +1,5 @@
-"""Shared fixtures. Paths to real data fail loudly when missing: a test never passes silently."""
+"""Shared fixtures and the snapshot policy. Paths to real data fail loudly when missing: a test never
+passes silently."""
 
 from __future__ import annotations
 
@@ -15,8 +16,29 @@ CORPUS = REPO.parent / "shared" / "corpus"
 
 def pytest_configure(config: pytest.Config) -> None:
     """The suite's own cache folder (catalog draft templates), inherited by the commands tests run:
-    nothing is written to the user's ~/.cache and no state leaks between runs."""
+    nothing is written to the user's ~/.cache and no state leaks between runs. Snapshots are never
+    rewritten in CI, where nobody reviews the diff."""
+    if config.getoption("update_snapshots", default=False) and _in_ci():
+        raise pytest.UsageError("--snapshot-update is refused when CI is set: update snapshots locally")
     os.environ["TRACECORE_CACHE_DIR"] = tempfile.mkdtemp(prefix="tracecore-test-cache-")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.hookimpl(trylast=True)  # after syrupy's own hook has written the files and its report
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """An update run that wrote snapshots fails, so the new files are reviewed before a run passes."""
+    report = getattr(getattr(session.config, "_syrupy", None), "report", None)
+    if report is None or not session.config.getoption("update_snapshots", default=False):
+        return
+    written = report.num_created + report.num_updated + report.num_unused
+    if written:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"{written} snapshot(s) written or removed: review the diff, then run again")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -29,6 +51,32 @@ def corpus_dir() -> Path:
     if not (CORPUS / "MANIFEST.csv").is_file():
         pytest.fail(f"corpus missing: {CORPUS} (the shared/ folder must sit beside the checkout)")
     return CORPUS
+
+
+@pytest.fixture(scope="session")
+def sample_dataset() -> Path:
+    """Both sample runs ingested once per test session (tests/test_views_support.py makes it)."""
+    from tests.test_views_support import dataset_dir
+
+    return dataset_dir()
+
+
+@pytest.fixture(scope="session")
+def con(sample_dataset: Path):
+    """One read-only DuckDB connection to the session's sample dataset, shared by the view tests."""
+    from tracecore.ingest import open_catalog
+
+    connection = open_catalog(sample_dataset, read_only=True)
+    yield connection
+    connection.close()
+
+
+def netns_made_by(pid: int) -> set[str]:
+    """Network namespaces made by testbeds of process `pid` (runners/testbed.py names them
+    tb<pid>x<n>-…): leftover checks look only at these, never at what anything else on the machine made."""
+    from tracecore.runners.testbed import list_netns
+
+    return {ns for ns in list_netns() if ns.startswith(f"tb{pid}x")}
 
 
 def require_tool(name: str) -> str:

@@ -17,7 +17,7 @@ from tracecore.runners.testbed import list_netns
 
 from bench.make_captures import MATRIX_SMALL, parse_size, parse_snaplen
 from bench.ring_physics import check_ring, pair_bytes
-from tests.conftest import require_tool
+from tests.conftest import netns_made_by, require_tool
 from tracecore.sample import both_directions_run, sample_root, sample_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -131,17 +131,21 @@ def test_make_captures_smoke(tmp_path: Path) -> None:
         require_tool(tool)
     if os.geteuid() != 0:
         pytest.fail("the capture generator needs root (network namespaces)")
-    before = set(list_netns())
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "bench.make_captures", "--smoke", "--out", str(tmp_path)],
         cwd=REPO,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
-        check=False,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert set(list_netns()) <= before  # nothing left behind
+    try:
+        _out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert not netns_made_by(proc.pid)  # nothing of its own left behind (others' namespaces ignored)
     runs = sorted(p.name for p in tmp_path.iterdir())
     assert runs == [
         "iperf3-bulk_800kB_s128-none-0-tcp-normal-ring",
@@ -213,7 +217,7 @@ def test_make_captures_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, err[-2000:]
-    assert not [ns for ns in list_netns() if ns.startswith(prefix)]
+    assert not netns_made_by(proc.pid)
     assert not list(tmp_path.glob("*.partial"))
     assert not (tmp_path / "torch_ddp-resnet8w4-sgd-4-gloo-normal-ring").exists()
     assert (tmp_path / "iperf3-bulk_800kB_s128-none-0-tcp-normal-ring" / "run.toml").is_file()

@@ -1,10 +1,11 @@
 """Figures on the real sample runs: spec snapshots, offline PNG/SVG rendering, the figure command.
 
-Snapshots live in tests/snapshots/figures/<name>.json (floats compared to 9 significant digits,
-since parallel float sums may differ in the last bits; an inline dataset of more than 40 rows is
-kept as its row count, a SHA-256 of its rows and its first rows, so the files stay small).
-Regenerate after an intended change with TRACECORE_UPDATE_SNAPSHOTS=1 pytest tests/test_figures.py,
-and review the diff.
+Snapshots (syrupy, JSON) live in tests/snapshots/test_figures/, one file per figure: floats rounded to 9
+significant digits, since parallel float sums may differ in the last bits; an inline dataset of up
+to 100 rows is kept whole, a longer one as its row count, per-column summaries, its first rows and a
+SHA-256 of all rows, so every file stays small enough to review. After an intended change run
+`pytest tests/test_figures.py --snapshot-update` (the run then fails on purpose: review the diff and
+run again).
 """
 
 from __future__ import annotations
@@ -14,29 +15,38 @@ import json
 import os
 import re
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
 from tracecore.cli.app import app
 from typer.testing import CliRunner
 
-from tests.test_views_support import SAMPLE, dataset_dir, open_dataset
+from tests.test_views_support import SAMPLE
 from tracecore import figures
 from tracecore.figures import render, timeseries, traffic
 from tracecore.query import run_view
 
-SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "figures"
-UPDATE = os.environ.get("TRACECORE_UPDATE_SNAPSHOTS") == "1"
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "test_figures"
+WHOLE_ROWS = 100  # inline datasets up to this many rows are stored whole
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def con():
-    c = open_dataset()
-    yield c
-    c.close()
+class FigureSpecSnapshot(JSONSnapshotExtension):
+    """Vega-Lite specs as JSON files in tests/snapshots/test_figures/, named by test and figure."""
+
+    @classmethod
+    def dirname(cls, *, test_location) -> str:
+        return str(SNAPSHOTS)
+
+
+@pytest.fixture
+def spec_snapshot(snapshot):
+    return snapshot.use_extension(FigureSpecSnapshot)
 
 
 @pytest.fixture(scope="module")
@@ -88,35 +98,43 @@ def decode_png(data: bytes) -> np.ndarray:
 
 
 def _rounded(value):
-    """Floats to 9 significant digits; long inline datasets as row count + digest + first rows."""
+    """Floats to 9 significant digits; long inline datasets summarised (see the module docstring)."""
     if isinstance(value, float):
         return float(f"{value:.9g}")
     if isinstance(value, dict):
         out = {k: _rounded(v) for k, v in value.items()}
         values = out.get("values")
-        if isinstance(values, list) and len(values) > 40:
-            text = json.dumps(values, sort_keys=True)
-            out["values"] = {
-                "rows": len(values),
-                "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                "head": values[:3],
-            }
+        if isinstance(values, list) and len(values) > WHOLE_ROWS:
+            out["values"] = _summary(values)
         return out
     if isinstance(value, list):
         return [_rounded(v) for v in value]
     return value
 
 
+def _summary(rows: list[dict]) -> dict:
+    """Row count, per-column min/max (and sum of numbers) or distinct count, first rows, digest."""
+    columns = {}
+    for key in sorted({k for row in rows for k in row}):
+        present = [row[key] for row in rows if row.get(key) is not None]
+        numbers = [v for v in present if isinstance(v, int | float) and not isinstance(v, bool)]
+        if numbers and len(numbers) == len(present):
+            columns[key] = {"min": min(numbers), "max": max(numbers), "sum": _rounded(float(sum(numbers)))}
+        else:
+            columns[key] = {"distinct": len({json.dumps(v, sort_keys=True) for v in present})}
+        columns[key]["nulls"] = len(rows) - len(present)
+    text = json.dumps(rows, sort_keys=True)
+    return {
+        "rows": len(rows),
+        "columns": columns,
+        "head": rows[:3],
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+    }
+
+
 @pytest.mark.parametrize("name", figures.figure_names())
-def test_spec_snapshot(charts, name) -> None:
-    spec = _rounded(json.loads(json.dumps(render.spec(charts[name]))))
-    path = SNAPSHOTS / f"{name}.json"
-    if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    if not path.is_file():
-        pytest.fail(f"no snapshot {path}: run TRACECORE_UPDATE_SNAPSHOTS=1 pytest {__file__}")
-    assert spec == json.loads(path.read_text(encoding="utf-8"))
+def test_spec_snapshot(charts, name, spec_snapshot) -> None:
+    assert _rounded(json.loads(json.dumps(render.spec(charts[name])))) == spec_snapshot
 
 
 def test_every_figure_is_listed_with_the_paper_reference() -> None:
@@ -168,7 +186,7 @@ def test_builders_take_pandas_and_polars_too(con) -> None:
     assert timeseries.link_util_chart(pl.from_arrow(table)).to_dict() == reference
 
 
-def test_figure_command_writes_each_format(tmp_path) -> None:
+def test_figure_command_writes_each_format(tmp_path, sample_dataset) -> None:
     for suffix, check in (
         (".png", lambda p: p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"),
         (".svg", lambda p: p.read_text().lstrip().startswith("<svg")),
@@ -182,7 +200,7 @@ def test_figure_command_writes_each_format(tmp_path) -> None:
     ):
         out = tmp_path / f"fig{suffix}"
         result = runner.invoke(
-            app, ["figure", "flow_matrix", "--run", SAMPLE, "--out", str(out), "--data", str(dataset_dir())]
+            app, ["figure", "flow_matrix", "--run", SAMPLE, "--out", str(out), "--data", str(sample_dataset)]
         )
         assert result.exit_code == 0, result.output
         assert check(out), suffix
@@ -200,8 +218,32 @@ def test_figure_command_writes_each_format(tmp_path) -> None:
         (["figure"], "give a figure name, or --list"),
     ],
 )
-def test_figure_errors_are_one_line(args, message) -> None:
-    result = runner.invoke(app, [*args, "--data", str(dataset_dir())])
+def test_figure_errors_are_one_line(args, message, sample_dataset) -> None:
+    result = runner.invoke(app, [*args, "--data", str(sample_dataset)])
     assert result.exit_code == 2
     assert result.output.strip().count("\n") == 0
     assert message in result.output
+
+
+def _pytest_with_our_conftest(folder: Path, *args: str, ci: str | None = None):
+    """A real pytest run over a one-snapshot test file, with this suite's conftest.py copied beside it."""
+    (folder / "conftest.py").write_text((Path(__file__).parent / "conftest.py").read_text(encoding="utf-8"))
+    (folder / "test_one.py").write_text("def test_one(snapshot):\n    assert {'gbps': 9.5} == snapshot\n")
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | ({"CI": ci} if ci is not None else {})
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+    return subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_snapshot_update_fails_after_writing_and_is_refused_in_ci(tmp_path) -> None:
+    refused = _pytest_with_our_conftest(tmp_path, "--snapshot-update", ci="true")
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "--snapshot-update is refused when CI is set" in refused.stderr
+    assert not (tmp_path / "__snapshots__").exists()
+
+    written = _pytest_with_our_conftest(tmp_path, "--snapshot-update")
+    assert written.returncode == pytest.ExitCode.TESTS_FAILED, written.stdout
+    assert "1 snapshot(s) written or removed: review the diff, then run again" in written.stdout
+    assert (tmp_path / "__snapshots__" / "test_one.ambr").read_text().count("'gbps': 9.5") == 1
+
+    assert _pytest_with_our_conftest(tmp_path, ci="true").returncode == pytest.ExitCode.OK
+    assert _pytest_with_our_conftest(tmp_path, "--snapshot-update").returncode == pytest.ExitCode.OK

@@ -4,11 +4,13 @@ run's loss, Horovod's timeline writer format) and on damaged copies of them."""
 from __future__ import annotations
 
 import json
+import pkgutil
 from pathlib import Path
 
 import polars as pl
 import pytest
 
+from tracecore import logs
 from tracecore.logs import HEAD_BYTES, benchmark_output, detect_parser, horovod_timeline, loss_csv, wandb
 
 DATA = Path(__file__).parent / "data" / "logs"
@@ -36,6 +38,25 @@ def _damaged(tmp_path: Path, name: str, text: str) -> Path:
 
 
 # --- detection -----------------------------------------------------------------------------------
+
+
+def test_detection_order_is_the_explicit_list_and_names_every_parser_module() -> None:
+    assert logs.PARSER_MODULES == (
+        "train_history",
+        "horovod_timeline",
+        "wandb",
+        "loss_csv",
+        "benchmark_output",
+    )
+    modules = {m.name for m in pkgutil.iter_modules(logs.__path__) if not m.name.startswith("_")}
+    assert modules == set(logs.PARSER_MODULES), "a parser module missing from PARSER_MODULES is never tried"
+    assert [p.table for p in logs.parsers()] == [
+        "train_log",
+        "horovod_timeline",
+        "wandb_history",
+        "loss_curve",
+        "benchmark_output",
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_TABLE))

@@ -53,14 +53,23 @@ def test_view_params_come_from_the_macro() -> None:
     assert query.view_params("run_meta") == ()
 
 
-def test_list_names_every_view_with_its_purpose() -> None:
+def test_list_names_every_view_with_its_purpose_answers_first() -> None:
     result = runner.invoke(app, ["query", "--list"])
     assert result.exit_code == 0
     lines = result.output.splitlines()
-    assert len(lines) == len(views.view_names())
-    for name, line in zip(views.view_names(), lines, strict=True):
-        assert line.split()[0] == name
+    blocks = ["packets_window", "run_bounds", "run_meta", "train_window", "worker_pairs"]
+    answers = [name for name in views.view_names() if name not in blocks]
+    assert len(lines) == len(views.view_names()) + 2
+    assert lines[0] == "answers:"
+    assert lines[len(answers) + 1] == "building blocks:"
+    listed = [line.split()[0] for line in lines if line.startswith("  ")]
+    assert listed == answers + blocks
+    for name, line in zip(listed, (line for line in lines if line.startswith("  ")), strict=True):
         assert views.view_purpose(name) in line
+    assert any(
+        line.split()[0] == "link_util" and line.endswith("(bin_ns, runs, from_ns, to_ns)") for line in lines
+    )
+    assert any(line.split()[0] == "run_meta" and line.endswith("(no parameters)") for line in lines)
 
 
 def test_csv_output_is_the_view(tmp_path) -> None:

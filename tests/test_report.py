@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import require_tool
 from tests.test_figures import decode_png
-from tests.test_views_support import BOTH, SAMPLE, dataset_dir
+from tests.test_views_support import BOTH, SAMPLE
 from tracecore import figures
 from tracecore.report import write_report
 
@@ -48,8 +48,8 @@ def console_messages(stderr: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory) -> Path:
-    return write_report(dataset_dir(), tmp_path_factory.mktemp("report"))
+def report(tmp_path_factory, sample_dataset) -> Path:
+    return write_report(sample_dataset, tmp_path_factory.mktemp("report"))
 
 
 def test_report_is_one_self_contained_file(report) -> None:
@@ -103,16 +103,16 @@ def test_the_console_check_can_fail(tmp_path) -> None:
     assert any("missing is not defined" in m for m in messages)
 
 
-def test_report_command_selects_runs(tmp_path) -> None:
+def test_report_command_selects_runs(tmp_path, sample_dataset) -> None:
     result = runner.invoke(
-        app, ["report", str(tmp_path / "r"), "--runs", SAMPLE, "--data", str(dataset_dir())]
+        app, ["report", str(tmp_path / "r"), "--runs", SAMPLE, "--data", str(sample_dataset)]
     )
     assert result.exit_code == 0, result.output
     page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
     assert SAMPLE in page
     assert BOTH not in page
     result = runner.invoke(
-        app, ["report", str(tmp_path / "x"), "--runs", "nope", "--data", str(dataset_dir())]
+        app, ["report", str(tmp_path / "x"), "--runs", "nope", "--data", str(sample_dataset)]
     )
     assert result.exit_code == 2
     assert "unknown run 'nope'" in result.output

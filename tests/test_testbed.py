@@ -17,7 +17,7 @@ import dpkt
 import pytest
 from tracecore.runners.testbed import Testbed, TestbedError, cleanup_stale, list_netns
 
-from tests.conftest import require_tool
+from tests.conftest import netns_made_by, require_tool
 
 pytestmark = pytest.mark.netns
 
@@ -237,3 +237,18 @@ def test_cleanup_stale_removes_dead_owner_namespaces() -> None:
         assert name not in list_netns()
     finally:
         subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True)
+
+
+def test_leftover_check_sees_only_this_process_testbeds() -> None:
+    foreign = [f"foreign{os.getpid()}-br", f"tb{os.getppid()}x0-br"]  # another tool, another live process
+    for name in foreign:
+        subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        assert set(foreign) <= set(list_netns())
+        with Testbed(n_workers=1) as tb:
+            assert netns_made_by(os.getpid()) >= set(tb.namespaces)
+        assert not netns_made_by(os.getpid())
+        assert set(foreign) <= set(list_netns())
+    finally:
+        for name in foreign:
+            subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True)

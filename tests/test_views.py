@@ -13,17 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.test_views_support import BOTH, SAMPLE, open_dataset, packets, train_log, worker_labels
+from tests.test_views_support import BOTH, SAMPLE, packets, train_log, worker_labels
 from tracecore import query, views
 
 RUNS = [SAMPLE, BOTH]
-
-
-@pytest.fixture(scope="module")
-def con():
-    c = open_dataset()
-    yield c
-    c.close()
 
 
 def q(con, name: str, runs=None, **params) -> pd.DataFrame:

@@ -12,20 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_views_support import SAMPLE, open_dataset, run_toml
+from tests.test_views_support import SAMPLE, run_toml
 from tracecore import query
 from tracecore.sample import sample_run
 
 REPO = Path(__file__).resolve().parent.parent
 MATRIX = REPO / "bench" / "data" / "matrix_small"
 MSS_FRAME = 1514 / 1448  # MTU 1500, TCP timestamps: 66 header bytes per 1448-byte segment
-
-
-@pytest.fixture(scope="module")
-def con():
-    c = open_dataset()
-    yield c
-    c.close()
 
 
 def test_topology_check_shows_the_gloo_ring(con) -> None:

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
@@ -207,9 +207,24 @@ def _first_line(err: Exception) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def view_listing() -> list[tuple[str, str]]:
-    """(name, one-line purpose) of every view, for `tracecore query --list`."""
-    return [(name, views.view_purpose(name)) for name in views.view_names()]
+class ViewListing(NamedTuple):
+    """One row of `tracecore query --list`: what a view is for and how to call it."""
+
+    name: str
+    kind: str  # views.ANSWER or views.BUILDING_BLOCK
+    purpose: str
+    params: tuple[str, ...]  # macro parameter names, () for a plain view
+
+
+def view_listing() -> list[ViewListing]:
+    """Every view, answers first and then the building blocks they use, each group by name."""
+    rows = [
+        ViewListing(
+            name, views.view_kind(name), views.view_purpose(name), tuple(p.name for p in view_params(name))
+        )
+        for name in views.view_names()
+    ]
+    return sorted(rows, key=lambda row: (views.KINDS.index(row.kind), row.name))
 
 
 def write_result(table: pa.Table, fmt: str, out: Path | None, limit_rows: int | None = None) -> str | None:

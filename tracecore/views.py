@@ -4,7 +4,7 @@ In the wheel the files live in `tracecore/queries/` (hatch force-include); in a 
 they live in the top-level `queries/` folder. Both are found the same way.
 
 Convention for a view file `queries/NAME.sql`: a header comment (first line = one-line purpose,
-then semantics, `Parameters:` and `Columns:` with units), then
+then a `Kind:` line, semantics, `Parameters:` and `Columns:` with units), then
 `CREATE OR REPLACE MACRO NAME(param := default, ...) AS TABLE ...` followed by
 `CREATE OR REPLACE VIEW NAME AS SELECT * FROM NAME()`. DuckDB keeps table macros and views in
 separate namespaces, so ad hoc SQL can say `SELECT * FROM link_util` (the defaults) or
@@ -12,12 +12,18 @@ separate namespaces, so ad hoc SQL can say `SELECT * FROM link_util` (the defaul
 run names, NULL = all), `from_ns`/`to_ns` (window, ns after the run's first packet), `bin_ns`.
 Inside a macro a parameter shadows a column of the same name, so parameters are never named like
 a column the body reads unqualified. A file without a macro (e.g. `run_meta`) is a plain view.
+
+`Kind: answer` marks a view a user asks for (a figure, a table of the paper); `Kind: building block`
+marks one that exists to be used by other views (`run_bounds`, `packets_window`, …). A file names
+the views it uses in its SQL; they are installed first (stdlib graphlib orders them).
 """
 
 from __future__ import annotations
 
 import functools
+import graphlib
 import re
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +35,14 @@ if TYPE_CHECKING:
 
     import duckdb
 
+ANSWER = "answer"
+BUILDING_BLOCK = "building block"
+KINDS = (ANSWER, BUILDING_BLOCK)
+
 _HEADER_LINE = re.compile(r"^--\s?(.*)$")
+_KIND_LINE = re.compile(r"^--\s*Kind:\s*(.*?)\s*$", re.MULTILINE)
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
+_STRING_LITERAL = re.compile(r"'(?:[^']|'')*'")
 
 
 def queries_dir() -> Traversable | Path:
@@ -43,18 +56,94 @@ def queries_dir() -> Traversable | Path:
     raise UsageError("no queries/ folder found next to the tracecore package; the install is broken")
 
 
+@dataclass(frozen=True)
+class ViewFolder:
+    """One folder of view files and what their text says: kinds, references, install order.
+
+    A class rather than module state so a test can point it at a folder of its own making.
+    """
+
+    root: Traversable | Path
+
+    @functools.cached_property
+    def names(self) -> tuple[str, ...]:
+        """Every view name, sorted (file stem of each `*.sql`)."""
+        return tuple(sorted(p.name[:-4] for p in self.root.iterdir() if p.name.endswith(".sql")))
+
+    def sql(self, name: str) -> str:
+        """The SQL text of one view; unknown names get a message listing what exists."""
+        if name not in self.names:
+            raise UsageError(f"unknown view {name!r}; known views: {', '.join(self.names) or '(none)'}")
+        return self._texts[name]
+
+    @functools.cached_property
+    def _texts(self) -> dict[str, str]:
+        return {name: self.root.joinpath(f"{name}.sql").read_text(encoding="utf-8") for name in self.names}
+
+    def file(self, name: str) -> str:
+        """The file a view comes from, as error messages name it."""
+        return str(self.root.joinpath(f"{name}.sql"))
+
+    def kind(self, name: str) -> str:
+        """`answer` or `building block`, from the file's `-- Kind:` header line (required)."""
+        match = _KIND_LINE.search(self.sql(name))
+        kind = match.group(1) if match else None
+        if kind not in KINDS:
+            raise UsageError(
+                f"{self.file(name)}: header needs a line '-- Kind: answer' or '-- Kind: building block', "
+                f"got {kind!r}"
+            )
+        return kind
+
+    def references(self, name: str) -> frozenset[str]:
+        """The other views this file's SQL names (comments and string literals left out)."""
+        code = "\n".join(line.split("--", 1)[0] for line in self.sql(name).splitlines())
+        words = set(_IDENTIFIER.findall(_STRING_LITERAL.sub("''", code)))
+        return frozenset(words & set(self.names) - {name})
+
+    @functools.cached_property
+    def install_order(self) -> tuple[str, ...]:
+        """Every view after the views it references; a circle is a UsageError naming its files."""
+        graph = {name: self.references(name) for name in self.names}
+        sorter = graphlib.TopologicalSorter(graph)
+        try:
+            return tuple(sorter.static_order())
+        except graphlib.CycleError as err:
+            circle = err.args[1]
+            files = " → ".join(self.file(name) for name in circle)
+            raise UsageError(f"the view files reference each other in a circle: {files}") from err
+
+    def install(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create (or replace) every view in the connected catalog, building blocks before their users."""
+        import duckdb
+
+        for name in self.install_order:
+            try:
+                con.execute(self.sql(name))
+            except duckdb.Error as err:
+                first = str(err).splitlines()[0] if str(err) else type(err).__name__
+                raise UsageError(f"{self.file(name)} cannot be installed: {first}") from err
+
+
 @functools.cache
+def installed_views() -> ViewFolder:
+    """The views tracecore ships (queries/ of the install or the checkout)."""
+    return ViewFolder(queries_dir())
+
+
 def view_names() -> tuple[str, ...]:
     """Every view name, sorted (file stem of each `queries/*.sql`)."""
-    return tuple(sorted(p.name[:-4] for p in queries_dir().iterdir() if p.name.endswith(".sql")))
+    return installed_views().names
 
 
-@functools.cache
 def view_sql(name: str) -> str:
     """The SQL text of one view; unknown names get a message listing what exists."""
-    if name not in view_names():
-        raise UsageError(f"unknown view {name!r}; known views: {', '.join(view_names()) or '(none)'}")
-    return queries_dir().joinpath(f"{name}.sql").read_text(encoding="utf-8")
+    return installed_views().sql(name)
+
+
+def view_kind(name: str) -> str:
+    """`answer` (a view a user asks for) or `building block` (used by other views)."""
+    return installed_views().kind(name)
 
 
 def view_purpose(name: str) -> str:
@@ -67,19 +156,5 @@ def view_purpose(name: str) -> str:
 
 
 def install(con: duckdb.DuckDBPyConnection) -> None:
-    """Create (or replace) every view of `queries/` in the connected catalog, in name order.
-
-    A view file may depend on another; files are retried until all install or none progresses.
-    """
-    pending = list(view_names())
-    while pending:
-        failed: list[tuple[str, Exception]] = []
-        for name in pending:
-            try:
-                con.execute(view_sql(name))
-            except Exception as err:  # a view may reference one not yet created
-                failed.append((name, err))
-        if len(failed) == len(pending):
-            name, err = failed[0]
-            raise UsageError(f"view {name} cannot be installed: {err}") from err
-        pending = [name for name, _ in failed]
+    """Create (or replace) every view of `queries/` in the connected catalog, in dependency order."""
+    installed_views().install(con)

@@ -1,12 +1,17 @@
 """Training and benchmark logs: a registry of parsers detected by content.
 
-Each parser module defines a `LogParser` and adds it to `PARSERS`. Ingest offers every text file of a
-run folder to `detect_parser`; the chosen parser returns one Arrow table (its own kind, stored as
-table `parser.table`) and the count of lines it could not parse, which are reported, never dropped silently.
+Each parser module defines one `LogParser` as `PARSER`; `PARSER_MODULES` lists the modules in the
+order detection tries them (as scapy's `conf.load_layers`), strictest format first, so which parser
+wins a file is written down here, not left to import or file-name order. Ingest offers every text
+file of a run folder to `detect_parser`; the chosen parser returns one Arrow table (its own kind,
+stored as table `parser.table`) and the count of lines it could not parse, which are reported,
+never dropped silently.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,14 +39,26 @@ class LogParser:
     parse: Callable[[Path], ParsedLog]
 
 
-PARSERS: list[LogParser] = []
+# Detection order: an exact header line, a JSON trace, CSV headers from specific to generic, free text last.
+PARSER_MODULES: tuple[str, ...] = (
+    "train_history",  # the DML contract's train_history.log: one exact header line
+    "horovod_timeline",  # a JSON array of Chrome-trace records with Horovod's names
+    "wandb",  # CSV whose header names wandb's `_step`/`_timestamp`
+    "loss_csv",  # any CSV with `loss` and `step`/`epoch` columns
+    "benchmark_output",  # free text: throughput/RESULT lines anywhere in the head
+)
 
 HEAD_BYTES = 8192
 
 
+@functools.cache
+def parsers() -> tuple[LogParser, ...]:
+    """The parsers in detection order (each module imported once, on first use)."""
+    return tuple(importlib.import_module(f"{__name__}.{module}").PARSER for module in PARSER_MODULES)
+
+
 def detect_parser(path: Path) -> LogParser | None:
-    """The first registered parser that recognises the file, or None."""
-    _load_builtin_parsers()
+    """The first parser in `PARSER_MODULES` order that recognises the file, or None."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
@@ -49,16 +66,4 @@ def detect_parser(path: Path) -> LogParser | None:
         return None
     if "\x00" in head:
         return None  # binary, e.g. a capture
-    return next((p for p in PARSERS if p.detect(head)), None)
-
-
-def _load_builtin_parsers() -> None:
-    """Import the parser modules (each appends itself to PARSERS) once."""
-    import importlib
-    import pkgutil
-
-    if getattr(_load_builtin_parsers, "done", False):
-        return
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
-    _load_builtin_parsers.done = True  # type: ignore[attr-defined]
+    return next((p for p in parsers() if p.detect(head)), None)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tracecore.logs import PARSERS, LogParser, ParsedLog
+from tracecore.logs import LogParser, ParsedLog
 from tracecore.logs._common import BadLines, note_empty, read_lines, strip_tag
 
 TABLE = "benchmark_output"
@@ -248,4 +248,4 @@ def parse(path: Path) -> ParsedLog:
     return ParsedLog(table=pa.table(cols, schema=schema), bad_lines=bad.count, first_bad=bad.examples)
 
 
-PARSERS.append(LogParser(table=TABLE, detect=detect, parse=parse))
+PARSER = LogParser(table=TABLE, detect=detect, parse=parse)

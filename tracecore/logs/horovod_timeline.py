@@ -20,7 +20,7 @@ import bisect
 import json
 from pathlib import Path
 
-from tracecore.logs import PARSERS, LogParser, ParsedLog
+from tracecore.logs import LogParser, ParsedLog
 from tracecore.logs._common import BadLines, note_empty
 
 TABLE = "horovod_timeline"
@@ -137,4 +137,4 @@ def parse(path: Path) -> ParsedLog:
     return ParsedLog(table=pa.table(cols, schema=schema), bad_lines=bad.count, first_bad=bad.examples)
 
 
-PARSERS.append(LogParser(table=TABLE, detect=detect, parse=parse))
+PARSER = LogParser(table=TABLE, detect=detect, parse=parse)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from tracecore.logs import PARSERS, LogParser, ParsedLog
+from tracecore.logs import LogParser, ParsedLog
 from tracecore.logs._common import BadLines, note_empty, read_lines, seconds_to_ns
 
 TABLE = "loss_curve"
@@ -89,4 +89,4 @@ def parse(path: Path) -> ParsedLog:
     return ParsedLog(table=pa.table(cols, schema=schema), bad_lines=bad.count, first_bad=bad.examples)
 
 
-PARSERS.append(LogParser(table=TABLE, detect=detect, parse=parse))
+PARSER = LogParser(table=TABLE, detect=detect, parse=parse)

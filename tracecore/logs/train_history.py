@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tracecore.logs import PARSERS, LogParser, ParsedLog
+from tracecore.logs import LogParser, ParsedLog
 
 HEADER = "Type,ID,Timestamp,Loss,Accuracy"
 SCHEMA = pa.schema(
@@ -88,4 +88,4 @@ def parse(path: Path) -> ParsedLog:
     return ParsedLog(pa.Table.from_pydict(cols, schema=SCHEMA), bad, first_bad)
 
 
-PARSERS.append(LogParser(table="train_log", detect=detect, parse=parse))
+PARSER = LogParser(table="train_log", detect=detect, parse=parse)

@@ -18,7 +18,7 @@ import csv
 import math
 from pathlib import Path
 
-from tracecore.logs import PARSERS, LogParser, ParsedLog
+from tracecore.logs import LogParser, ParsedLog
 from tracecore.logs._common import BadLines, note_empty, read_lines, seconds_to_ns
 
 TABLE = "wandb_history"
@@ -149,4 +149,4 @@ def _parse_row(record: list[str], groups: dict[str | None, dict[str, int]]):
     return out
 
 
-PARSERS.append(LogParser(table=TABLE, detect=detect, parse=parse))
+PARSER = LogParser(table=TABLE, detect=detect, parse=parse)

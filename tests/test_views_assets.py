@@ -1,0 +1,112 @@
+"""The view files as assets: kinds, references, the install order graphlib computes, and its errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tracecore import query, views
+from tracecore.errors import UsageError
+
+BUILDING_BLOCKS = ("packets_window", "run_bounds", "run_meta", "train_window", "worker_pairs")
+
+
+def write_views(folder: Path, files: dict[str, str], kind: str | None = views.ANSWER) -> views.ViewFolder:
+    """A queries folder of plain views, `name: SELECT ...`, each with a purpose and (unless None) a kind."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, select in files.items():
+        header = f"-- The {name} view.\n" + (f"-- Kind: {kind}\n" if kind else "")
+        sql = f"{header}CREATE OR REPLACE VIEW {name} AS {select};\n"
+        (folder / f"{name}.sql").write_text(sql, encoding="utf-8")
+    return views.ViewFolder(folder)
+
+
+def test_references_are_read_from_the_sql_not_the_comments() -> None:
+    shipped = views.installed_views()
+    assert shipped.references("link_util") == {"packets_window", "run_bounds", "worker_pairs"}
+    assert shipped.references("flow_matrix_mean") == {"flow_matrix"}
+    assert shipped.references("packets_window") == {"run_bounds"}
+    # data_per_step's header mentions run_meta.grad_bytes; its SQL uses run_meta and train_window
+    assert shipped.references("data_per_step") == {"run_meta", "train_window"}
+    assert shipped.references("run_bounds") == frozenset()
+
+
+def test_install_order_puts_every_building_block_before_its_users() -> None:
+    shipped = views.installed_views()
+    order = shipped.install_order
+    assert sorted(order) == list(views.view_names())
+    for position, name in enumerate(order):
+        assert shipped.references(name) <= set(order[:position]), name
+    assert order.index("run_bounds") < order.index("packets_window") < order.index("link_util")
+    assert order.index("flow_matrix") < order.index("flow_matrix_mean")
+
+
+def test_building_blocks_are_marked_and_used_by_other_views() -> None:
+    kinds = {name: views.view_kind(name) for name in views.view_names()}
+    assert tuple(n for n, k in kinds.items() if k == views.BUILDING_BLOCK) == BUILDING_BLOCKS
+    used = set().union(*(views.installed_views().references(n) for n in views.view_names()))
+    assert set(BUILDING_BLOCKS) <= used
+    assert kinds["flow_matrix"] == views.ANSWER  # used by flow_matrix_mean, but Fig. 4 itself
+
+
+def test_listing_puts_answers_first_with_their_parameters() -> None:
+    rows = query.view_listing()
+    assert [r.name for r in rows[-len(BUILDING_BLOCKS) :]] == list(BUILDING_BLOCKS)
+    assert {r.kind for r in rows[: -len(BUILDING_BLOCKS)]} == {views.ANSWER}
+    by_name = {r.name: r for r in rows}
+    assert by_name["link_util"].params == ("bin_ns", "runs", "from_ns", "to_ns")
+    assert by_name["run_meta"] == query.ViewListing(
+        "run_meta",
+        views.BUILDING_BLOCK,
+        "Run metadata with every optional column the views use present (NULL where ingest has none).",
+        (),
+    )
+
+
+def test_a_folder_is_installed_in_dependency_order_not_name_order(tmp_path: Path) -> None:
+    folder = write_views(
+        tmp_path,
+        {
+            "a_top": "SELECT n * 10 AS n FROM b_mid",
+            "b_mid": "SELECT n + 1 AS n FROM c_base",
+            "c_base": "SELECT 4 AS n",
+        },
+    )
+    assert folder.install_order == ("c_base", "b_mid", "a_top")
+    con = duckdb.connect()
+    folder.install(con)
+    assert con.sql("SELECT n FROM a_top").fetchall() == [(50,)]
+
+
+def test_circular_files_are_an_error_naming_them(tmp_path: Path) -> None:
+    folder = write_views(
+        tmp_path,
+        {
+            "ping": "SELECT * FROM pong",
+            "pong": "SELECT * FROM ping",
+            "alone": "SELECT 1 AS n",
+        },
+    )
+    with pytest.raises(UsageError, match="reference each other in a circle") as err:
+        folder.install(duckdb.connect())
+    assert str(tmp_path / "ping.sql") in str(err.value)
+    assert str(tmp_path / "pong.sql") in str(err.value)
+    assert "alone.sql" not in str(err.value)
+
+
+def test_a_reference_to_a_missing_view_names_the_file(tmp_path: Path) -> None:
+    folder = write_views(
+        tmp_path,
+        {"lonely": "SELECT * FROM no_such_view"},
+    )
+    with pytest.raises(UsageError, match="no_such_view") as err:
+        folder.install(duckdb.connect())
+    assert str(err.value).startswith(f"{tmp_path / 'lonely.sql'} cannot be installed: Catalog Error")
+
+
+def test_a_file_without_a_kind_line_is_an_error(tmp_path: Path) -> None:
+    folder = write_views(tmp_path, {"bare": "SELECT 1 AS n"}, kind=None)
+    with pytest.raises(UsageError, match=r"bare\.sql: header needs a line '-- Kind: answer'"):
+        folder.kind("bare")
