@@ -8,26 +8,15 @@ runs)` runs the views a figure needs with sensible windows and bins and calls it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tracecore.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     import altair as alt
     import duckdb
 
-
-@dataclass(frozen=True)
-class Figure:
-    """A named figure: what it shows, which part of the paper, and how to build it."""
-
-    name: str
-    ref: str  # where in the paper, or "" for tracecore's own
-    purpose: str
-    build: Callable[[duckdb.DuckDBPyConnection, list[str] | None], alt.TopLevelMixin]
+    from tracecore.figures.registry import Figure
 
 
 def _registry() -> dict[str, Figure]:

@@ -10,16 +10,28 @@ shows each run's busiest link in a 250 ms window around its median logged step.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tracecore.figures import Figure, confidence, timeseries, traffic, training
+from tracecore.figures import confidence, timeseries, traffic, training
 from tracecore.query import run_view
 
 if TYPE_CHECKING:
     import altair as alt
     import duckdb
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A named figure: what it shows, which part of the paper, and how to build it."""
+
+    name: str
+    ref: str  # where in the paper, or "" for tracecore's own
+    purpose: str
+    build: Callable[[duckdb.DuckDBPyConnection, list[str] | None], alt.TopLevelMixin]
+
 
 Runs = list[str] | None
 FigureFn = Callable[["duckdb.DuckDBPyConnection", Runs], "alt.TopLevelMixin"]
