@@ -20,11 +20,10 @@ from tracecore.errors import CaptureError, NotACaptureError, UsageError
 from tracecore.reader import DEFAULT_BATCH_ROWS
 from tracecore.reader import abi as k
 from tracecore.reader import formats as fm
-from tracecore.reader.columns import AddressTable, Columns
+from tracecore.reader.batch import AddressTable, Columns
 from tracecore.reader.compiled import kernels
+from tracecore.reader.linktypes import DECODED, describe
 from tracecore.reader.source import Window
-
-SHB_BYTES = b"\x0a\x0d\x0d\x0a"
 
 
 @dataclass
@@ -34,12 +33,18 @@ class ReaderStats:
     packets: int = 0
     bytes: int = 0  # captured bytes (sum of cap_len)
     file_bytes: int = 0  # container bytes walked (decompressed)
-    unsupported_link_frames: int = 0  # frames kept with null network fields
+    undecoded_link_frames: dict[int, int] = field(default_factory=dict)  # link type → frames kept
+    # with null network fields because the kernel has no decoder for that link type (linktypes.py)
     simple_packet_blocks: int = 0  # pcapng SPBs: no timestamp (see CaptureReader)
     sections: int = 0
     interfaces: int = 0
     formats: set[str] = field(default_factory=set)  # e.g. {"pcap-le-us"} or {"pcapng-le", "gzip"}
     link_types: set[int] = field(default_factory=set)
+
+    @property
+    def unsupported_link_frames(self) -> int:
+        """Frames of every undecoded link type together."""
+        return sum(self.undecoded_link_frames.values())
 
 
 @dataclass
@@ -86,11 +91,10 @@ class CaptureReader:
                 raise NotACaptureError(
                     self.path, f"file of {len(head)} bytes: not a pcap or pcapng capture", 0
                 )
-            (le,) = struct.unpack("<I", head)
-            (be,) = struct.unpack(">I", head)
-            if fm.PCAP_MAGIC_US in (le, be) or fm.PCAP_MAGIC_NS in (le, be):
+            container = fm.container_of(head)
+            if container == "pcap":
                 yield from self._pcap(win)
-            elif head == SHB_BYTES:
+            elif container == "pcapng":
                 yield from self._pcapng(win)
             else:
                 raise NotACaptureError(
@@ -155,25 +159,40 @@ class CaptureReader:
 
     def _flush(self, cols: Columns, table: AddressTable, st: np.ndarray) -> pa.RecordBatch:
         n = int(st[k.N])
+        if st[k.UNSUPPORTED]:  # rare: only then are the batch's link types counted
+            self._count_undecoded(cols.link_types(n))
+            st[k.UNSUPPORTED] = 0
         batch = cols.to_batch(n, table, st)
         self.stats.packets += n
         st[k.N] = 0
         return batch
 
+    def _count_undecoded(self, link_types: np.ndarray) -> None:
+        """Add a batch's frames of undecoded link types to `stats`, per link type."""
+        counts = self.stats.undecoded_link_frames
+        values, frames = np.unique(link_types, return_counts=True)
+        for link, count in zip(values.tolist(), frames.tolist(), strict=True):
+            if link not in DECODED:
+                counts[link] = counts.get(link, 0) + count
+
     def _count(self, st: np.ndarray) -> None:
+        """Move the kernel's per-file counters to `stats` (every batch has been flushed)."""
         self.stats.bytes += int(st[k.CAPBYTES])
-        self.stats.unsupported_link_frames += int(st[k.UNSUPPORTED])
         self.stats.simple_packet_blocks += int(st[k.SPB])
-        for slot in (k.CAPBYTES, k.UNSUPPORTED, k.SPB):
+        for slot in (k.CAPBYTES, k.SPB):
             st[slot] = 0
 
     def _summarise(self) -> None:
         s = self.stats
-        if s.unsupported_link_frames:
-            kinds = ", ".join(str(t) for t in sorted(s.link_types - fm.DECODED_LINK_TYPES))
+        if s.undecoded_link_frames:
+            counted = ", ".join(
+                f"{count} frame{'s' if count > 1 else ''} of link type {describe(link)}"
+                for link, count in sorted(s.undecoded_link_frames.items())
+            )
+            which = "that link type" if len(s.undecoded_link_frames) == 1 else "those link types"
             self.warnings.append(
-                f"{self.path}: {s.unsupported_link_frames} frames of link type(s) {kinds} have no "
-                "network decoder: their IP fields are null"
+                f"{self.path}: {counted} kept with null IP fields: tracecore has no network decoder "
+                f"for {which}"
             )
         if s.simple_packet_blocks:
             self.warnings.append(
@@ -223,7 +242,7 @@ class CaptureReader:
             return None
         head = bytes(buf[pos : pos + 12])
         offset = win.base + pos
-        if head[:4] == SHB_BYTES:
+        if head[:4] == fm.PCAPNG_MAGIC_BYTES:
             try:
                 order = fm.shb_order(head)
             except ValueError as exc:
