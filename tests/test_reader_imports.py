@@ -1,15 +1,17 @@
 """The reader's modules import one another one way (no circle, function-level imports included),
-and the library never imports the tests' oracle."""
+the library never imports the tests' oracle, and dpkt (the oracle's decoder) is no runtime need."""
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import tomllib
 from pathlib import Path
 
 import tracecore
 
-READER = Path(tracecore.__file__).parent / "reader"
+LIBRARY = Path(tracecore.__file__).parent
+READER = LIBRARY / "reader"
 
 
 def _reader_imports(path: Path) -> set[str]:
@@ -34,9 +36,19 @@ def test_reader_modules_import_one_another_without_a_circle() -> None:
     assert order.index("linktypes") < order.index("kernel") < order.index("aot")
 
 
-def test_the_library_does_not_import_the_tests() -> None:
-    for path in Path(tracecore.__file__).parent.rglob("*.py"):
-        tree = ast.parse(path.read_text())
-        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-        assert not [n for n in names if n == "tests" or n.startswith("tests.")], path
+def _top_level_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and not n.level]
+    return {name.split(".")[0] for name in names}
+
+
+def test_the_library_imports_neither_the_tests_nor_dpkt() -> None:
+    for path in LIBRARY.rglob("*.py"):
+        assert not _top_level_imports(path) & {"tests", "dpkt"}, path
+
+
+def test_dpkt_is_a_dev_dependency_only() -> None:
+    project = tomllib.loads((LIBRARY.parent / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.startswith("dpkt")]
+    assert [d for d in project["optional-dependencies"]["dev"] if d.startswith("dpkt")] == ["dpkt>=1.9.8"]

@@ -33,18 +33,12 @@ class ReaderStats:
     packets: int = 0
     bytes: int = 0  # captured bytes (sum of cap_len)
     file_bytes: int = 0  # container bytes walked (decompressed)
-    undecoded_link_frames: dict[int, int] = field(default_factory=dict)  # link type → frames kept
-    # with null network fields because the kernel has no decoder for that link type (linktypes.py)
+    undecoded_link_frames: dict[int, int] = field(default_factory=dict)  # link type → frames (null IP)
     simple_packet_blocks: int = 0  # pcapng SPBs: no timestamp (see CaptureReader)
     sections: int = 0
     interfaces: int = 0
     formats: set[str] = field(default_factory=set)  # e.g. {"pcap-le-us"} or {"pcapng-le", "gzip"}
     link_types: set[int] = field(default_factory=set)
-
-    @property
-    def unsupported_link_frames(self) -> int:
-        """Frames of every undecoded link type together."""
-        return sum(self.undecoded_link_frames.values())
 
 
 @dataclass
