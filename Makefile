@@ -24,6 +24,7 @@ demo: $(STAMP) system-deps kernels
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/deptry .
 
 test: $(STAMP) system-deps kernels lint
 	$(VENV)/bin/pytest

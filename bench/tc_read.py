@@ -5,8 +5,8 @@ python -m bench.tc_read FILE [FILE …]
 Prints the packet count on stdout (what bench.peers checks) and, on stderr, the reading time
 inside the process: wall and CPU seconds, GB/s and packets/s per core. The subprocess wall time
 that bench.peers reports also holds interpreter start-up, imports and numba's cache load
-(≈ 0.6–0.9 s here); this line is the reader's own throughput, and with TC_READ_WARM=1 numba's
-kernels are loaded (on the embedded sample) before the clock starts.
+(bench/results/reader-notes.md); this line is the reader's own throughput, and with
+TC_READ_WARM=1 numba's kernels are loaded (on the embedded sample) before the clock starts.
 """
 
 from __future__ import annotations

@@ -19,9 +19,36 @@ import dpkt
 import zstandard
 from hypothesis import strategies as st
 
+from tracecore.reader.linktypes import (
+    LINKTYPE_ETHERNET,
+    LINKTYPE_IPV4,
+    LINKTYPE_IPV6,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_LOOP,
+    LINKTYPE_NULL,
+    LINKTYPE_PPP,
+    LINKTYPE_RAW,
+    LINKTYPE_RAW_BSD,
+    LINKTYPE_RAW_OPENBSD,
+)
+
 TRANSPORTS = (6, 17, 132, 1, 47, 58)
-LINKS_ETH_LIKE = (1, 113, 276)
+LINKS_ETH_LIKE = (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2)
+LINKS_RAW_IP = (LINKTYPE_RAW_BSD, LINKTYPE_RAW_OPENBSD, LINKTYPE_RAW)
+LINKS_AF = (LINKTYPE_NULL, LINKTYPE_LOOP)  # a 4-byte address family before the IP header
 LINK_UNDECODED = 147  # LINKTYPE_USER0: frames kept, network fields null
+# Link types of one classic pcap file, and of a pcapng interface.
+PCAP_LINKS = (
+    *LINKS_ETH_LIKE,
+    LINKTYPE_RAW,
+    LINKTYPE_IPV4,
+    LINKTYPE_IPV6,
+    *LINKS_AF,
+    LINKTYPE_PPP,
+    LINK_UNDECODED,
+)
+PCAPNG_LINKS = tuple(link for link in PCAP_LINKS if link != LINKTYPE_IPV4)
 
 
 @dataclass
@@ -164,14 +191,26 @@ def network(draw: st.DrawFn) -> tuple[int, bytes, dict]:
 def packets(draw: st.DrawFn, link_types: tuple[int, ...] | None = None) -> Packet:
     """A frame of a random link type around a random network packet."""
     link = draw(
-        st.sampled_from(link_types or (1, 1, 113, 276, 101, 12, 14, 228, 229, 0, 108, 9, LINK_UNDECODED))
+        st.sampled_from(
+            link_types
+            or (
+                LINKTYPE_ETHERNET,
+                *LINKS_ETH_LIKE,
+                *LINKS_RAW_IP,
+                LINKTYPE_IPV4,
+                LINKTYPE_IPV6,
+                *LINKS_AF,
+                LINKTYPE_PPP,
+                LINK_UNDECODED,
+            )
+        )
     )
     etype, net, fields = draw(network())
-    if link == 228 and etype != 0x0800:
+    if link == LINKTYPE_IPV4 and etype != 0x0800:
         etype, net, fields = 0x0800, *draw(ipv4())
-    if link == 229 and etype != 0x86DD:
+    if link == LINKTYPE_IPV6 and etype != 0x86DD:
         etype, net, fields = 0x86DD, *draw(ipv6())
-    if link in (12, 14, 101, 0, 108, 9) and etype == 0x0806:
+    if link in (*LINKS_RAW_IP, *LINKS_AF, LINKTYPE_PPP) and etype == 0x0806:
         etype, net, fields = 0x0800, *draw(ipv4())
     if link in LINKS_ETH_LIKE:
         # 802.1Q / 802.1ad tags (QinQ) between the link header and the network packet.
@@ -182,19 +221,19 @@ def packets(draw: st.DrawFn, link_types: tuple[int, ...] | None = None) -> Packe
             if tags
             else b""
         )
-        if link == 1:
+        if link == LINKTYPE_ETHERNET:
             frame = b"\x02" * 6 + b"\x04" * 6 + struct.pack(">H", outer) + inner + net
-        elif link == 113:
+        elif link == LINKTYPE_LINUX_SLL:
             frame = bytes(dpkt.sll.SLL(ethtype=outer, hdr=b"\x02" * 8)) + inner + net
         else:
             frame = bytes(dpkt.sll2.SLL2(ethtype=outer, hdr=b"\x02" * 8, intindex=3)) + inner + net
-    elif link in (12, 14, 101, 228, 229):
+    elif link in (*LINKS_RAW_IP, LINKTYPE_IPV4, LINKTYPE_IPV6):
         frame = net
-    elif link == 9:  # PPP in HDLC-like framing
+    elif link == LINKTYPE_PPP:  # in HDLC-like framing
         frame = b"\xff\x03" + struct.pack(">H", 0x21 if etype == 0x0800 else 0x57) + net
-    elif link in (0, 108):
+    elif link in LINKS_AF:
         af = 2 if etype == 0x0800 else draw(st.sampled_from([10, 24, 28, 30]))
-        frame = struct.pack("<I" if link == 0 else ">I", af) + net
+        frame = struct.pack("<I" if link == LINKTYPE_NULL else ">I", af) + net
     else:
         frame = b"\xff" * 4 + net
         fields = {}
@@ -235,7 +274,7 @@ def _row(pkt: Packet, ts_ns: int, interface: int, cap_len: int | None = None) ->
 def pcap_files(draw: st.DrawFn) -> Capture:
     """Classic pcap: either byte order, µs or ns magic, one link type."""
     big, nanos = draw(st.booleans()), draw(st.booleans())
-    link = draw(st.sampled_from((1, 113, 276, 101, 228, 229, 0, 108, 9, LINK_UNDECODED)))
+    link = draw(st.sampled_from(PCAP_LINKS))
     pkts = draw(st.lists(packets((link,)), max_size=12))
     order = ">" if big else "<"
     out = struct.pack(order + "IHHiIII", 0xA1B23C4D if nanos else 0xA1B2C3D4, 2, 4, 0, 0, 262144, link)
@@ -302,7 +341,7 @@ def pcapng_files(draw: st.DrawFn) -> Capture:
         out += _block(order, 0x0A0D0D0A, struct.pack(order + "IHHq", 0x1A2B3C4D, 1, 0, -1))
         ifaces = []
         for _ in range(draw(st.integers(1, 3))):
-            link = draw(st.sampled_from((1, 113, 276, 101, 229, 0, 108, 9, LINK_UNDECODED)))
+            link = draw(st.sampled_from(PCAPNG_LINKS))
             resol, offset = draw(tsresol()), draw(st.sampled_from([0, 0, 7, -3]))
             opts = b""
             if resol is not None:

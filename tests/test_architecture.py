@@ -21,12 +21,7 @@ ENTRY_POINTS = ("tracecore.__main__",)
 
 # Known edges still to be removed: the lead deletes an entry when its fix is merged (the test below
 # then fails on an entry whose import is gone, so the list cannot go stale).
-ALLOWED_CIRCLE_EDGES = {
-    ("tracecore.reader.aot", "tracecore.reader.compiled"),  # removed on branch reader
-    # found by this test, no branch yet: capture.py takes DEFAULT_BATCH_ROWS from the package,
-    # whose __getattr__/read_batches import capture lazily
-    ("tracecore.reader.capture", "tracecore.reader"),
-}
+ALLOWED_CIRCLE_EDGES: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests import oracle
 from tests.conftest import CORPUS
 from tracecore.errors import CaptureError, NotACaptureError
-from tracecore.reader import CaptureReader, oracle
-from tracecore.reader.formats import DECODED_LINK_TYPES
+from tracecore.reader import CaptureReader
+from tracecore.reader.linktypes import DECODED
 from tracecore.schema import PACKET_SCHEMA
 
 
@@ -155,7 +156,7 @@ def test_matches_tshark(corpus_dir: Path, name: str) -> None:
         previous_ts = got["ts_ns"]
         assert (got["frame_len"], got["cap_len"]) == (int(exp["frame.len"]), int(exp["frame.cap_len"])), where
         assert got["interface"] == int(exp["frame.interface_id"] or 0), where
-        if got["link_type"] not in DECODED_LINK_TYPES:
+        if got["link_type"] not in DECODED:
             assert (got["ip_version"], got["src_ip"], got["src_port"]) == (None, None, None), where
             continue
         src = exp["ip.src"] or exp["ipv6.src"] or None
@@ -228,11 +229,16 @@ def test_not_a_capture_and_empty(tmp_path: Path, corpus_dir: Path) -> None:
 
 
 def test_stats_and_warnings(corpus_dir: Path) -> None:
-    _, reader, _ = read_all(corpus_dir / "libpcap__wpa-Induction.pcap")
-    assert reader.stats.unsupported_link_frames == 10
+    radiotap = corpus_dir / "libpcap__wpa-Induction.pcap"
+    _, reader, _ = read_all(radiotap)
+    assert reader.stats.undecoded_link_frames == {127: 10}
     assert reader.stats.link_types == {127}
-    assert any("link type(s) 127" in w for w in reader.warnings)
+    assert reader.warnings == [
+        f"{radiotap}: 10 frames of link type IEEE802_11_RADIOTAP (127) kept with null IP fields: "
+        "tracecore has no network decoder for that link type"
+    ]
     _, reader, _ = read_all(corpus_dir / "pcapngtestgen__le-difficult-test201.pcapng")
+    assert reader.stats.undecoded_link_frames == {}
     assert (reader.stats.sections, reader.stats.interfaces, reader.stats.simple_packet_blocks) == (3, 5, 1)
     assert reader.stats.formats == {"pcapng-le"}
     _, reader, _ = read_all(corpus_dir / "ndpi__nfsv3.pcap")

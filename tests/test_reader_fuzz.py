@@ -17,8 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests import oracle
 from tracecore.errors import CaptureError, NotACaptureError
-from tracecore.reader import CaptureReader, oracle
+from tracecore.reader import CaptureReader
 from tracecore.schema import PACKET_SCHEMA
 
 MUTATIONS = 2000

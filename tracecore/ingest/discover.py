@@ -13,15 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracecore.ingest.runname import RunMeta, apply_run_toml, parse_run_name
+from tracecore.reader.formats import container_of
+from tracecore.reader.source import compression_in
 
-CAPTURE_MAGICS = (
-    b"\xd4\xc3\xb2\xa1",
-    b"\xa1\xb2\xc3\xd4",
-    b"\x4d\x3c\xb2\xa1",
-    b"\xa1\xb2\x3c\x4d",
-    b"\x0a\x0d\x0d\x0a",
-)
-COMPRESSED_MAGICS = (b"\x1f\x8b", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")
 _COMPRESSION_EXT = re.compile(r"\.(gz|xz|zst|zstd)$", re.IGNORECASE)
 _CAPTURE_EXT = re.compile(r"\.(pcapng|pcap|cap|dmp)(\d*)$", re.IGNORECASE)
 RUN_TOML = "run.toml"
@@ -80,9 +74,9 @@ def sniff(path: Path) -> str:
             head = fh.read(512)
     except OSError:
         return "unreadable"
-    if head[:4] in CAPTURE_MAGICS:
+    if container_of(head):
         return "capture"
-    if any(head.startswith(m) for m in COMPRESSED_MAGICS):
+    if compression_in(head):
         return "compressed"
     if not head:
         return "empty"

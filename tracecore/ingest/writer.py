@@ -6,13 +6,11 @@ A batch that is out of order inside is sorted; small disorder across batch bound
 (TimeOrder); only disorder deeper than a whole batch starts a new part file. So every file is sorted
 by `ts_ns` without holding the capture in memory (in practice: one file per capture).
 
-Encodings (measured on the 2 GB snaplen-128 testbed capture, 3.5 M rows per file, one core): ts_ns is
-DELTA_BINARY_PACKED (unique and increasing: deltas pack to a few bits), src_ip/dst_ip keep Arrow's
-dictionaries (writing them plain would first expand every row to a string), every other column is plain,
-zstd level 1 on top. Statistics only for ts_ns (row-group pruning on time). Versus dictionaries on all
-low-cardinality columns and statistics on six: 0.33 → 0.21 s of encoding per 500 MB file, output
-0.40 → 0.43 % of the pcap (zstd removes what the dictionaries did). `write_batch_size` 64 Ki rows
-(Arrow's default is 1 Ki) cuts the per-mini-batch overhead of the column writers.
+Encodings: ts_ns is DELTA_BINARY_PACKED (unique and increasing: deltas pack to a few bits), src_ip/dst_ip
+keep Arrow's dictionaries (writing them plain would first expand every row to a string), every other
+column is plain, zstd level 1 on top, statistics only for ts_ns (row-group pruning on time), and a large
+`write_batch_size` cuts the per-mini-batch overhead of the column writers. Why these and not dictionaries
+and statistics everywhere: they encode faster for nearly the same size (bench/results/reader-notes.md).
 """
 
 from __future__ import annotations

@@ -19,8 +19,9 @@ Semantics, where a choice had to be made:
   IPv6 extension headers (hop-by-hop, routing, destination options, fragment, AH).
 * Decoded link types: Ethernet (802.1Q/802.1ad tags, LLC/SNAP, PPPoE session, MPLS incl.
   an Ethernet pseudowire), Linux SLL/SLL2, raw IP (12, 14, 101, 228, 229), NULL/LOOP,
-  Cisco HDLC, PPP. Other link types keep every frame with null network fields
-  (`stats.unsupported_link_frames`, and a warning).
+  Cisco HDLC, PPP (`linktypes.DECODED`). Other link types keep every frame with null network
+  fields, counted per link type (`stats.undecoded_link_frames`) and named in a warning; there is
+  no slower decoder of last resort (see linktypes.py).
 * `l4_payload_len` comes from the IP lengths (not cap_len, which a snaplen cuts): bytes
   after the TCP/UDP/SCTP header, or after the IP headers for other protocols and for
   non-first fragments (whose ports and flags are null). An IP length of 0 (TSO captures)
@@ -38,14 +39,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracecore.reader.abi import DEFAULT_BATCH_ROWS
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from tracecore.reader.capture import CaptureReader, ReaderStats
 
 __all__ = ["DEFAULT_BATCH_ROWS", "CaptureReader", "ReaderStats", "read_batches", "read_capture"]
-
-DEFAULT_BATCH_ROWS = 1 << 20
 
 
 def __getattr__(name: str) -> object:

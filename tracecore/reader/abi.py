@@ -7,6 +7,8 @@ nothing the driver imports may import it either.
 
 from __future__ import annotations
 
+DEFAULT_BATCH_ROWS = 1 << 20  # rows the driver asks the kernels to fill per batch
+
 # Kernel status codes.
 ST_NEED = 0  # the record at pos is not wholly in the buffer (or pos == end)
 ST_FULL = 1  # batch rows or address table full: emit the batch, call again

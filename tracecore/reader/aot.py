@@ -1,11 +1,12 @@
-"""Build the reader's kernels ahead of time: `python -m tracecore.reader.aot [--out DIR]`.
+"""Build the reader's kernels ahead of time (`python -m tracecore.reader.aot [--out DIR]`), and say
+whether the build beside this file is current.
 
-Why: numba's JIT costs every process ~0.5 s before its first packet (importing numba, building
-its typing and target contexts, loading the cache), a third of a 2 GB ingest. numba.pycc
-compiles the very functions of kernel.py into an extension module, `_kernels_aot`, that
-imports in a millisecond and needs no numba at run time. `make` builds it next to this file
-and the wheel build (hatch_build.py) puts it in the wheel; compiled.py falls back to the JIT
-when it is missing or stale.
+Why: numba's JIT makes every process wait before its first packet (importing numba, building its
+typing and target contexts, loading the cache; bench/results/reader-notes.md has the cost).
+numba.pycc compiles the very functions of kernel.py into an extension module, `_kernels_aot`,
+that imports at once and needs no numba at run time. `make` builds it next to this file and the
+wheel build (hatch_build.py) puts it in the wheel. This module owns what was built and whether it
+is current (`current_module`); compiled.py only chooses between it and the JIT.
 
 The module exports each kernel with the one signature the driver calls it with, plus
 `fingerprint()`, a hash of the sources it was built from (kernel.py, abi.py, formats.py), so
@@ -18,16 +19,18 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import os
 import shutil
 import sys
 import tempfile
 import warnings
 from pathlib import Path
+from types import ModuleType
 
 MODULE = "_kernels_aot"
 HERE = Path(__file__).resolve().parent
-SOURCES = ("kernel.py", "abi.py", "formats.py")
+SOURCES = ("kernel.py", "abi.py", "formats.py", "linktypes.py")
 
 _ARRAYS = (
     "int64[::1], uint32[:, ::1], uint16[:, ::1], uint8[:, ::1], uint16[:, ::1], uint32[::1], "
@@ -42,11 +45,20 @@ SIGNATURES = {
 }
 
 
+def current_module() -> ModuleType | None:
+    """The module beside this file when it imports and was built from the current sources."""
+    try:
+        module = importlib.import_module(f"tracecore.reader.{MODULE}")
+        if module.fingerprint() == fingerprint():
+            return module
+    except (ImportError, OSError, AttributeError):  # not built, built for another ABI, sources gone
+        pass
+    return None
+
+
 def is_current() -> bool:
     """Whether the module beside this file imports and was built from the current sources."""
-    from tracecore.reader.compiled import aot_module
-
-    return aot_module() is not None
+    return current_module() is not None
 
 
 def fingerprint(folder: Path = HERE) -> int:
@@ -102,8 +114,8 @@ def _release_gil_in_wrappers() -> None:
     """Make pycc's Python wrappers release the GIL around each kernel call, as `nogil=True` does.
 
     pycc compiles every export with a fresh `Flags()`, ignoring the function's `nogil`, so its
-    wrappers would hold the GIL and two capture threads would decode one at a time (measured:
-    reading 4 captures on 2 threads took as long as on 1). A subclass that sets `release_gil`
+    wrappers would hold the GIL and two capture threads would decode one at a time (see
+    bench/results/reader-notes.md). A subclass that sets `release_gil`
     is swapped in for the build; the kernels touch no Python object, so releasing it is safe.
     """
     from numba.pycc import compiler

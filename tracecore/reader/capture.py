@@ -17,14 +17,11 @@ import numpy as np
 import pyarrow as pa
 
 from tracecore.errors import CaptureError, NotACaptureError, UsageError
-from tracecore.reader import DEFAULT_BATCH_ROWS
-from tracecore.reader import abi as k
-from tracecore.reader import formats as fm
-from tracecore.reader.columns import AddressTable, Columns
+from tracecore.reader import abi, formats
+from tracecore.reader.batch import AddressTable, Columns
 from tracecore.reader.compiled import kernels
+from tracecore.reader.linktypes import DECODED, describe
 from tracecore.reader.source import Window
-
-SHB_BYTES = b"\x0a\x0d\x0d\x0a"
 
 
 @dataclass
@@ -34,7 +31,7 @@ class ReaderStats:
     packets: int = 0
     bytes: int = 0  # captured bytes (sum of cap_len)
     file_bytes: int = 0  # container bytes walked (decompressed)
-    unsupported_link_frames: int = 0  # frames kept with null network fields
+    undecoded_link_frames: dict[int, int] = field(default_factory=dict)  # link type → frames (null IP)
     simple_packet_blocks: int = 0  # pcapng SPBs: no timestamp (see CaptureReader)
     sections: int = 0
     interfaces: int = 0
@@ -45,7 +42,7 @@ class ReaderStats:
 @dataclass
 class _Section:
     order: str = "<"
-    ifaces: list[fm.Interface] = field(default_factory=list)
+    ifaces: list[formats.Interface] = field(default_factory=list)
     table: np.ndarray = field(default_factory=lambda: np.zeros((1, 5), dtype=np.int64))
 
 
@@ -63,7 +60,7 @@ class CaptureReader:
     `stats.simple_packet_blocks` counts them. Their interface is 0, as the format says.
     """
 
-    def __init__(self, path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS):
+    def __init__(self, path: str | Path, batch_rows: int = abi.DEFAULT_BATCH_ROWS):
         if batch_rows < 1:
             raise UsageError(f"batch_rows must be at least 1, not {batch_rows}")
         self.path = Path(path)
@@ -86,11 +83,10 @@ class CaptureReader:
                 raise NotACaptureError(
                     self.path, f"file of {len(head)} bytes: not a pcap or pcapng capture", 0
                 )
-            (le,) = struct.unpack("<I", head)
-            (be,) = struct.unpack(">I", head)
-            if fm.PCAP_MAGIC_US in (le, be) or fm.PCAP_MAGIC_NS in (le, be):
+            container = formats.container_of(head)
+            if container == "pcap":
                 yield from self._pcap(win)
-            elif head == SHB_BYTES:
+            elif container == "pcapng":
                 yield from self._pcapng(win)
             else:
                 raise NotACaptureError(
@@ -107,18 +103,18 @@ class CaptureReader:
         rows = self.batch_rows
         table = AddressTable(rows)
         cols = Columns(rows)
-        st = np.zeros(k.NSTATE, dtype=np.int64)
+        st = np.zeros(abi.NSTATE, dtype=np.int64)
         while True:
             status, pos = call(win.buf, pos, rows, table, cols, st)
-            if status == k.ST_FULL:
+            if status == abi.ST_FULL:
                 yield self._flush(cols, table, st)
                 cols = Columns(rows)
                 continue
-            if status == k.ST_META:
+            if status == abi.ST_META:
                 try:
                     nxt = meta(win, pos)
                 except CaptureError as exc:  # keep the packets before the bad header block
-                    if st[k.N]:
+                    if st[abi.N]:
                         yield self._flush(cols, table, st)
                     self._count(st)
                     exc.packets_read = self.stats.packets
@@ -127,12 +123,12 @@ class CaptureReader:
                 if nxt is not None:
                     pos = nxt
                     continue
-            elif status == k.ST_CORRUPT:
+            elif status == abi.ST_CORRUPT:
                 offset = win.base + pos
                 self.stats.file_bytes = offset
-                if st[k.N]:
+                if st[abi.N]:
                     yield self._flush(cols, table, st)
-                msg = k.ERR_MESSAGES[int(st[k.ERR])].format(int(st[k.ERR_VALUE]))
+                msg = abi.ERR_MESSAGES[int(st[abi.ERR])].format(int(st[abi.ERR_VALUE]))
                 self._count(st)
                 raise CaptureError(self.path, msg, offset, self.stats.packets)
             # ST_NEED, or a metadata block not wholly in the buffer
@@ -143,37 +139,52 @@ class CaptureReader:
             if pos < len(win.buf):
                 self.warnings.append(
                     f"{self.path}: file cut short: incomplete record at byte offset {win.base + pos} "
-                    f"({len(win.buf) - pos} bytes ignored); the {self.stats.packets + int(st[k.N])} "
+                    f"({len(win.buf) - pos} bytes ignored); the {self.stats.packets + int(st[abi.N])} "
                     "complete packets before it are kept"
                 )
             if win.error:
                 self.warnings.append(f"{self.path}: {win.kind} stream stopped: {win.error}")
             break
-        if st[k.N]:
+        if st[abi.N]:
             yield self._flush(cols, table, st)
         self._count(st)
 
     def _flush(self, cols: Columns, table: AddressTable, st: np.ndarray) -> pa.RecordBatch:
-        n = int(st[k.N])
+        n = int(st[abi.N])
+        if st[abi.UNSUPPORTED]:  # rare: only then are the batch's link types counted
+            self._count_undecoded(cols.link_types(n))
+            st[abi.UNSUPPORTED] = 0
         batch = cols.to_batch(n, table, st)
         self.stats.packets += n
-        st[k.N] = 0
+        st[abi.N] = 0
         return batch
 
+    def _count_undecoded(self, link_types: np.ndarray) -> None:
+        """Add a batch's frames of undecoded link types to `stats`, per link type."""
+        counts = self.stats.undecoded_link_frames
+        values, frames = np.unique(link_types, return_counts=True)
+        for link, count in zip(values.tolist(), frames.tolist(), strict=True):
+            if link not in DECODED:
+                counts[link] = counts.get(link, 0) + count
+
     def _count(self, st: np.ndarray) -> None:
-        self.stats.bytes += int(st[k.CAPBYTES])
-        self.stats.unsupported_link_frames += int(st[k.UNSUPPORTED])
-        self.stats.simple_packet_blocks += int(st[k.SPB])
-        for slot in (k.CAPBYTES, k.UNSUPPORTED, k.SPB):
+        """Move the kernel's per-file counters to `stats` (every batch has been flushed)."""
+        self.stats.bytes += int(st[abi.CAPBYTES])
+        self.stats.simple_packet_blocks += int(st[abi.SPB])
+        for slot in (abi.CAPBYTES, abi.SPB):
             st[slot] = 0
 
     def _summarise(self) -> None:
         s = self.stats
-        if s.unsupported_link_frames:
-            kinds = ", ".join(str(t) for t in sorted(s.link_types - fm.DECODED_LINK_TYPES))
+        if s.undecoded_link_frames:
+            counted = ", ".join(
+                f"{count} frame{'s' if count > 1 else ''} of link type {describe(link)}"
+                for link, count in sorted(s.undecoded_link_frames.items())
+            )
+            which = "that link type" if len(s.undecoded_link_frames) == 1 else "those link types"
             self.warnings.append(
-                f"{self.path}: {s.unsupported_link_frames} frames of link type(s) {kinds} have no "
-                "network decoder: their IP fields are null"
+                f"{self.path}: {counted} kept with null IP fields: tracecore has no network decoder "
+                f"for {which}"
             )
         if s.simple_packet_blocks:
             self.warnings.append(
@@ -184,10 +195,10 @@ class CaptureReader:
     # -- classic pcap ------------------------------------------------------------------------
 
     def _pcap(self, win: Window) -> Iterator[pa.RecordBatch]:
-        hdr = fm.parse_pcap_header(bytes(win.buf[:24]), self.path)
+        hdr = formats.parse_pcap_header(bytes(win.buf[:24]), self.path)
         self.stats.formats.add(hdr.fmt)
         self.stats.link_types.add(hdr.link_type)
-        limit = max(fm.MAX_PACKET, min(hdr.snaplen, 1 << 24))
+        limit = max(formats.MAX_PACKET, min(hdr.snaplen, 1 << 24))
         big = hdr.order == ">"
         pcap_records = kernels().pcap_records
 
@@ -223,13 +234,13 @@ class CaptureReader:
             return None
         head = bytes(buf[pos : pos + 12])
         offset = win.base + pos
-        if head[:4] == SHB_BYTES:
+        if head[:4] == formats.PCAPNG_MAGIC_BYTES:
             try:
-                order = fm.shb_order(head)
+                order = formats.shb_order(head)
             except ValueError as exc:
                 raise CaptureError(self.path, str(exc), offset, self.stats.packets) from None
             (blen,) = struct.unpack_from(order + "I", head, 4)
-            if blen < 28 or blen % 4 or blen > fm.MAX_BLOCK:
+            if blen < 28 or blen % 4 or blen > formats.MAX_BLOCK:
                 raise CaptureError(
                     self.path, f"corrupt section header block: length {blen}", offset, self.stats.packets
                 )
@@ -245,7 +256,7 @@ class CaptureReader:
                     self.stats.packets,
                 )
             try:
-                fm.check_shb(block, order)
+                formats.check_shb(block, order)
             except ValueError as exc:
                 raise CaptureError(
                     self.path, f"section header block: {exc}", offset, self.stats.packets
@@ -258,7 +269,7 @@ class CaptureReader:
             return pos + blen
         (blen,) = struct.unpack_from(sec.order + "I", head, 4)  # the kernel checked length and trailer
         try:
-            iface = fm.parse_idb(bytes(buf[pos + 8 : pos + blen - 4]), sec.order)
+            iface = formats.parse_idb(bytes(buf[pos + 8 : pos + blen - 4]), sec.order)
         except (ValueError, struct.error) as exc:
             raise CaptureError(
                 self.path, f"corrupt interface description block: {exc}", offset, self.stats.packets

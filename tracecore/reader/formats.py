@@ -1,4 +1,4 @@
-"""Capture container headers: classic pcap file header, pcapng SHB and IDB.
+"""Capture container headers: the magic bytes, classic pcap file header, pcapng SHB and IDB.
 
 Why in plain Python: these headers occur once per file (or per section/interface), so
 struct is fast enough and far easier to make strict than a numba kernel. The per-record
@@ -14,8 +14,14 @@ from tracecore.errors import CaptureError
 
 PCAP_MAGIC_US = 0xA1B2C3D4
 PCAP_MAGIC_NS = 0xA1B23C4D
-PCAPNG_SHB = 0x0A0D0D0A
+PCAPNG_SHB = 0x0A0D0D0A  # block type of a Section Header Block: the same bytes in either byte order
 PCAPNG_BOM = 0x1A2B3C4D
+
+# The first four bytes of a capture file, as they lie on disk.
+PCAP_MAGIC_BYTES = frozenset(
+    magic.to_bytes(4, order) for magic in (PCAP_MAGIC_US, PCAP_MAGIC_NS) for order in ("little", "big")
+)
+PCAPNG_MAGIC_BYTES = PCAPNG_SHB.to_bytes(4, "little")
 
 # Largest record tshark accepts (WTAP_MAX_PACKET_SIZE_STANDARD); a bigger caplen is corruption.
 MAX_PACKET = 262144
@@ -26,6 +32,15 @@ MAX_BLOCK = MAX_PACKET + 65536
 TS_MUL = 0
 TS_DIV = 1
 TS_BIN = 2
+
+
+def container_of(head: bytes) -> str | None:
+    """'pcap', 'pcapng' or None, from a file's first four bytes."""
+    if head[:4] in PCAP_MAGIC_BYTES:
+        return "pcap"
+    if head[:4] == PCAPNG_MAGIC_BYTES:
+        return "pcapng"
+    return None
 
 
 @dataclass(frozen=True)
@@ -152,7 +167,3 @@ def check_shb(block: bytes, order: str) -> None:
     if major != 1:
         raise ValueError(f"unsupported pcapng version {major}.{minor}")
     iter_options(block[:-4], 24, order)
-
-
-# Link types whose network layer the kernel decodes (kernel._net_type); others keep frame fields only.
-DECODED_LINK_TYPES = frozenset({0, 1, 9, 12, 14, 50, 101, 104, 108, 113, 228, 229, 276})

@@ -7,11 +7,11 @@ batch carries int32 dictionary indices and Python formats only the distinct addr
 
 Compiled functions that take arrays pay reference counting per call, so everything called
 per packet is inlined (`inline="always"`); `parse` returns scalars and `_store` writes them
-(2x faster on small packets than a `decode` writing the columns; inlining `parse` too took
-another 10% off 134-byte packets). Per packet the kernel writes 14 column slots: validity
-is one byte of bits, not a byte per column, and the IP fields' validity is ip_version != 0.
-Records are parsed a chunk at a time and the chunk's addresses interned afterwards
-(`_intern_rows`), which keeps the probe loop out of the parse loop.
+(bench/results/reader-notes.md has the measurements behind this shape). Per packet the kernel
+writes 14 column slots: validity is one byte of bits, not a byte per column, and the IP fields'
+validity is ip_version != 0. Records are parsed a chunk at a time and the chunk's addresses
+interned afterwards (`_intern_rows`), which keeps the probe loop out of the parse loop.
+Link types are compared by name (linktypes.py): numba compiles those globals in as constants.
 
 A kernel returns `(status, pos)`: it stops when the batch or the address table is full,
 when the next record is not wholly in the buffer (the driver refills or reports a
@@ -48,6 +48,21 @@ from tracecore.reader.abi import (
     N,
 )
 from tracecore.reader.formats import MAX_BLOCK
+from tracecore.reader.linktypes import (
+    LINKTYPE_C_HDLC,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_IPV4,
+    LINKTYPE_IPV6,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_LOOP,
+    LINKTYPE_NULL,
+    LINKTYPE_PPP,
+    LINKTYPE_PPP_HDLC,
+    LINKTYPE_RAW,
+    LINKTYPE_RAW_BSD,
+    LINKTYPE_RAW_OPENBSD,
+)
 
 U64 = np.uint64
 
@@ -183,12 +198,15 @@ def _ethertype(buf, et, q, end):
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _net_type(buf, p, end, link):
-    """(ethertype-like protocol, offset of the network header); -1 = no IP, -2 = unknown link."""
+    """(ethertype-like protocol, offset of the network header); -1 = no IP, -2 = unknown link.
+
+    Link types are compared one by one (SIM109 silenced): plain integer compares per packet, with
+    no tuple for numba to type and build."""
     cap = end - p
-    if link == 1:
+    if link == LINKTYPE_ETHERNET:
         return _ethernet(buf, p, end)
-    if link == 113 or link == 276:
-        if link == 113:
+    if link == LINKTYPE_LINUX_SLL or link == LINKTYPE_LINUX_SLL2:  # noqa: SIM109
+        if link == LINKTYPE_LINUX_SLL:
             if cap < 16:
                 return -1, p
             et, q = _ethertype(buf, _u16be(buf, p + 14), p + 16, end)
@@ -199,19 +217,19 @@ def _net_type(buf, p, end, link):
         if et == ET_INNER_ETHERNET:
             return _ethernet(buf, q, end)
         return et, q
-    if link == 101 or link == 12 or link == 14:
+    if link == LINKTYPE_RAW or link == LINKTYPE_RAW_BSD or link == LINKTYPE_RAW_OPENBSD:  # noqa: SIM109
         if cap < 1:
             return -1, p
         nib = buf[p] >> 4
         return (0x0800 if nib == 4 else (0x86DD if nib == 6 else -1)), p
-    if link == 228:
+    if link == LINKTYPE_IPV4:
         return 0x0800, p
-    if link == 229:
+    if link == LINKTYPE_IPV6:
         return 0x86DD, p
-    if link == 0 or link == 108:
+    if link == LINKTYPE_NULL or link == LINKTYPE_LOOP:  # noqa: SIM109
         if cap < 4:
             return -1, p
-        if link == 108:
+        if link == LINKTYPE_LOOP:
             af = _u32(buf, p, True)
         else:
             af = _u32(buf, p, False)
@@ -222,11 +240,11 @@ def _net_type(buf, p, end, link):
         if af == 10 or af == 24 or af == 28 or af == 30:
             return 0x86DD, p + 4
         return -1, p
-    if link == 104:  # Cisco HDLC: address, control, ethertype
+    if link == LINKTYPE_C_HDLC:  # address, control, ethertype
         if cap < 4:
             return -1, p
         return _u16be(buf, p + 2), p + 4
-    if link == 9 or link == 50:  # PPP, optionally with HDLC framing
+    if link == LINKTYPE_PPP or link == LINKTYPE_PPP_HDLC:  # noqa: SIM109 (HDLC framing optional)
         q = p
         if q + 2 <= end and buf[q] == 0xFF and buf[q + 1] == 0x03:
             q += 2
@@ -414,9 +432,9 @@ def _intern_rows(first, stop, c8, keys, cidx, tab, u_key, u_kind, st):
     """Dictionary indices of rows [first, stop) from their keys (scratch rows 0..stop-first).
 
     Why a second pass over a chunk instead of interning while parsing: the interning code
-    (a probe loop that writes the table and `st`) in the parse loop cost the compiler its
-    registers: 55 → 37 ns per 134-byte packet with the pass split out. A memo of the last
-    source and destination skips hashing for most packets (a flow, or its reverse).
+    (a probe loop that writes the table and `st`) in the parse loop costs the compiler its
+    registers. A memo of the last source and destination skips hashing for most packets (a
+    flow, or its reverse).
     """
     none = (U64(0), U64(0), np.int64(-1), np.int64(0))  # no address has kind -1
     a = none  # the last source as (hi, lo, kind, index)
@@ -636,10 +654,10 @@ def _corrupt(st, code, value):
 def warm_up() -> None:
     """Pay numba's one-off start-up now (e.g. on a thread while the caller does other work).
 
-    The first call of any compiled function in a process costs ~0.3-0.5 s even with a warm cache:
-    numba builds its typing and target contexts, importing numba.np (which imports scipy.linalg to
-    look for BLAS). Later kernels then load from the cache in ~10 ms. `reset_table` is called on
-    arrays of exactly the types `AddressTable` uses, so this loads, never compiles, an overload.
+    The first call of any compiled function in a process is slow even with a warm cache: numba
+    builds its typing and target contexts, importing numba.np (which imports scipy.linalg to look
+    for BLAS); later kernels then load from the cache quickly. `reset_table` is called on arrays
+    of exactly the types `AddressTable` uses, so this loads, never compiles, an overload.
     """
     tab = np.zeros((2, 3), dtype=np.uint64)
     reset_table(tab, np.zeros((1, 2), dtype=np.uint64), np.zeros(1, np.uint8), np.zeros(NSTATE, np.int64))

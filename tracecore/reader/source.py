@@ -20,25 +20,22 @@ import zstandard
 
 from tracecore.errors import CaptureError, NotACaptureError
 
-MAGIC_GZIP = b"\x1f\x8b"
-MAGIC_XZ = b"\xfd7zXZ\x00"
-MAGIC_ZSTD = b"\x28\xb5\x2f\xfd"
+# A compressed file's first bytes, by compression.
+COMPRESSION_MAGICS = {"gzip": b"\x1f\x8b", "xz": b"\xfd7zXZ\x00", "zstd": b"\x28\xb5\x2f\xfd"}
 CHUNK = 8 << 20  # decompressed bytes per refill; > the largest record we accept
 SEGMENT = 64 << 20  # mapped bytes per window of a plain file
 MADV_POPULATE_READ = 22  # Linux >= 5.14; not in Python 3.11's mmap module
 
 
+def compression_in(head: bytes) -> str | None:
+    """'gzip', 'xz', 'zstd' or None, from a file's first bytes (the file name is not trusted)."""
+    return next((kind for kind, magic in COMPRESSION_MAGICS.items() if head.startswith(magic)), None)
+
+
 def compression_of(path: str | Path) -> str | None:
-    """'gzip', 'xz', 'zstd' or None, from the first bytes (the file name is not trusted)."""
+    """`compression_in` of the file at `path`."""
     with open(path, "rb") as f:
-        head = f.read(6)
-    if head.startswith(MAGIC_GZIP):
-        return "gzip"
-    if head.startswith(MAGIC_XZ):
-        return "xz"
-    if head.startswith(MAGIC_ZSTD):
-        return "zstd"
-    return None
+        return compression_in(f.read(6))
 
 
 def open_decompressed(path: str | Path, kind: str) -> BinaryIO:
@@ -163,15 +160,3 @@ class Window:
             # A caller may still hold a view; then the map closes when that is collected.
             with contextlib.suppress(BufferError):
                 self._mmap.close()
-
-
-def decompress_all(path: str | Path) -> bytes:
-    """The whole decompressed file (small files only: tests and the oracle)."""
-    kind = compression_of(path)
-    if kind is None:
-        return Path(path).read_bytes()
-    out = bytearray()
-    with open_decompressed(path, kind) as f, contextlib.suppress(*DECOMPRESS_ERRORS):
-        while chunk := f.read1(CHUNK):
-            out += chunk
-    return bytes(out)

@@ -1,4 +1,5 @@
-"""Per-batch column arrays the kernel fills, and their zero-copy conversion to Arrow.
+"""One batch's arrays that the kernel fills (columns, address table), and their zero-copy conversion
+to an Arrow RecordBatch.
 
 Why fresh arrays per batch: Arrow wraps the numpy buffers without copying, so a batch
 handed to the caller must own its memory; allocation is once per batch, never per packet.
@@ -13,7 +14,7 @@ import socket
 import numpy as np
 import pyarrow as pa
 
-from tracecore.reader import abi as k
+from tracecore.reader import abi
 from tracecore.reader.compiled import kernels
 from tracecore.schema import PACKET_SCHEMA
 
@@ -49,7 +50,7 @@ class AddressTable:
             else:
                 addr = hi.to_bytes(8, "big") + lo.to_bytes(8, "big")
                 out.append(socket.inet_ntop(socket.AF_INET6, addr).encode())
-        # From buffers, not pa.array(list): that imports pandas on first use (0.2 s, GIL held).
+        # From buffers, not pa.array(list): that imports pandas on first use, holding the GIL.
         offsets = np.zeros(count + 1, dtype=np.int32)
         np.cumsum([len(b) for b in out], out=offsets[1:])
         return pa.Array.from_buffers(
@@ -73,9 +74,13 @@ class Columns:
     def kernel_args(self) -> tuple:
         return (self.ts, self.c32f, self.c16f, self.c8, self.c16, self.c32, self.cidx)
 
+    def link_types(self, n: int) -> np.ndarray:
+        """The link type of each of the first `n` rows."""
+        return self.c16f[1, :n]
+
     def to_batch(self, n: int, table: AddressTable, st: np.ndarray) -> pa.RecordBatch:
         """The first `n` rows as a RecordBatch with PACKET_SCHEMA; resets the address table."""
-        dictionary = table.strings(int(st[k.NUNIQ]))
+        dictionary = table.strings(int(st[abi.NUNIQ]))
         kernels().reset_table(table.tab, table.u_key, table.u_kind, st)
         valid = self.c8[VALID, :n]
         v_ip = _bitmap(self.c8[IP_VERSION, :n] != 0)

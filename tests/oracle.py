@@ -3,10 +3,13 @@
 Why it exists: it is the test oracle for the numba fast path (a second implementation
 written differently, with dpkt's own header parsing), and it documents the semantics in
 plain Python. It reads the whole file into memory, so it is only for small captures.
+It shares with the reader only the facts of the formats (magic bytes, link-type numbers,
+header parsing in formats.py) and the decompressors, never its decoding.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 from collections.abc import Iterator
@@ -17,7 +20,8 @@ import dpkt
 
 from tracecore.errors import CaptureError, NotACaptureError
 from tracecore.reader import formats as fm
-from tracecore.reader.source import decompress_all
+from tracecore.reader import linktypes as lt
+from tracecore.reader.source import CHUNK, DECOMPRESS_ERRORS, compression_of, open_decompressed
 
 AF_INET6_VALUES = (10, 24, 28, 30)
 ETH_VLAN = (0x8100, 0x88A8, 0x9100)
@@ -50,18 +54,29 @@ class OracleResult:
     error: CaptureError | None
 
 
+def decompress_all(path: str | Path) -> bytes:
+    """The whole decompressed file; a decompression error ends it, as in the reader."""
+    kind = compression_of(path)
+    if kind is None:
+        return Path(path).read_bytes()
+    out = bytearray()
+    with open_decompressed(path, kind) as f, contextlib.suppress(*DECOMPRESS_ERRORS):
+        while chunk := f.read1(CHUNK):
+            out += chunk
+    return bytes(out)
+
+
 def read_records(path: str | Path) -> OracleResult:
     """Every complete record of a capture; a corrupt record stops the walk with `error` set."""
     data = decompress_all(path)
     if not data:
         raise NotACaptureError(path, "empty file: not a pcap or pcapng capture", 0)
     (magic,) = struct.unpack_from("<I", data.ljust(4, b"\0"))
+    (magic_be,) = struct.unpack_from(">I", data.ljust(4, b"\0"))
     out: list[Record] = []
     warnings: list[str] = []
     try:
-        if magic in (fm.PCAP_MAGIC_US, fm.PCAP_MAGIC_NS) or struct.unpack_from(">I", data.ljust(4, b"\0"))[
-            0
-        ] in (fm.PCAP_MAGIC_US, fm.PCAP_MAGIC_NS):
+        if magic in (fm.PCAP_MAGIC_US, fm.PCAP_MAGIC_NS) or magic_be in (fm.PCAP_MAGIC_US, fm.PCAP_MAGIC_NS):
             _walk_pcap(path, data, out, warnings)
         elif magic == fm.PCAPNG_SHB:
             _walk_pcapng(path, data, out, warnings)
@@ -216,27 +231,27 @@ def _network_start(link: int, buf: bytes) -> tuple[int, bytes] | None:
     """(ip version, bytes from the IP header on), or None when the frame carries no IP."""
     etype: int | None = None
     rest = b""
-    if link == 1:
+    if link == lt.LINKTYPE_ETHERNET:
         return _ethernet(buf)
-    if link == 113:
+    if link == lt.LINKTYPE_LINUX_SLL:
         return _ethertype(struct.unpack_from(">H", buf, 14)[0], buf[16:]) if len(buf) >= 16 else None
-    if link == 276:
+    if link == lt.LINKTYPE_LINUX_SLL2:
         return _ethertype(struct.unpack_from(">H", buf, 0)[0], buf[20:]) if len(buf) >= 20 else None
-    if link in (12, 14, 101) and buf:
+    if link in (lt.LINKTYPE_RAW_BSD, lt.LINKTYPE_RAW_OPENBSD, lt.LINKTYPE_RAW) and buf:
         etype, rest = {4: 0x0800, 6: 0x86DD}.get(buf[0] >> 4), buf
-    elif link == 228:
+    elif link == lt.LINKTYPE_IPV4:
         etype, rest = 0x0800, buf
-    elif link == 229:
+    elif link == lt.LINKTYPE_IPV6:
         etype, rest = 0x86DD, buf
-    elif link in (0, 108) and len(buf) >= 4:
-        af = struct.unpack_from(">I" if link == 108 else "<I", buf)[0]
-        if link == 0 and af > 0xFFFF:
+    elif link in (lt.LINKTYPE_NULL, lt.LINKTYPE_LOOP) and len(buf) >= 4:
+        af = struct.unpack_from(">I" if link == lt.LINKTYPE_LOOP else "<I", buf)[0]
+        if link == lt.LINKTYPE_NULL and af > 0xFFFF:
             af = struct.unpack_from(">I", buf)[0]
         etype = 0x0800 if af == 2 else (0x86DD if af in AF_INET6_VALUES else None)
         rest = buf[4:]
-    elif link == 104 and len(buf) >= 4:
+    elif link == lt.LINKTYPE_C_HDLC and len(buf) >= 4:
         etype, rest = struct.unpack_from(">H", buf, 2)[0], buf[4:]
-    elif link in (9, 50):
+    elif link in (lt.LINKTYPE_PPP, lt.LINKTYPE_PPP_HDLC):
         body = buf[2:] if buf[:2] == b"\xff\x03" else buf
         if len(body) >= 2:
             ppp = dpkt.ppp.PPP(b"\xff\x03" + body[:2] + bytes(40))  # dpkt reads the protocol
