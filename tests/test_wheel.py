@@ -180,7 +180,7 @@ EVERY_COMMAND = [
     (["sql", "SELECT worker FROM workers ORDER BY worker", "-f", "csv", "--data", "{data}"], "W4", None),
     (["figure", "flow_matrix", "--data", "{data}", "--out", "{work}/flow.svg"], "", "{work}/flow.svg"),
     (["report", "{work}/report", "--data", "{data}"], "index.html", "{work}/report/index.html"),
-    (["model", "scaling", "--from-seed002", "--figure", "{work}/s.svg"], "0.567164", "{work}/s.svg"),
+    (["model", "scaling", "--reference-study", "--figure", "{work}/s.svg"], "0.567164", "{work}/s.svg"),
     (
         ["model", "optimus", "fit", "{sample_run}/train_history.log", "--figure", "{work}/fit.svg"],
         "Optimus loss fit against epochs",
