@@ -1,4 +1,4 @@
-"""What every command shares: the error boundary and the dataset option.
+"""The error boundary every command runs inside.
 
 Kept free of heavy imports (no pyarrow, duckdb, numba) so `tracecore --help` is instant.
 """
@@ -6,19 +6,15 @@ Kept free of heavy imports (no pyarrow, duckdb, numba) so `tracecore --help` is 
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 import typer
 
-from tracecore.errors import TracecoreError
+from tracecore.errors import ExitCode, TracecoreError
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-INTERRUPTED_EXIT = 130
 
 
 def boundary(func: F) -> F:
@@ -36,21 +32,10 @@ def boundary(func: F) -> F:
             raise typer.Exit(err.exit_code) from None
         except KeyboardInterrupt:
             typer.echo("Interrupted; nothing half-written was kept.", err=True)
-            raise typer.Exit(INTERRUPTED_EXIT) from None
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
         except BrokenPipeError:
             # `tracecore read x.pcap | head`: the reader went away, which is not an error.
             sys.stderr.close()
-            raise typer.Exit(0) from None
+            raise typer.Exit(ExitCode.OK) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def default_data_dir() -> Path:
-    """Where the dataset lives when no --data/--out is given: $TRACECORE_DATA or ./tracecore-data."""
-    return Path(os.environ.get("TRACECORE_DATA", "tracecore-data"))
-
-
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data", help="Dataset directory [default: $TRACECORE_DATA or ./tracecore-data]."),
-]

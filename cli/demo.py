@@ -23,9 +23,9 @@ def demo(
     import sys
 
     from tracecore.cli.ingest import print_summary
+    from tracecore.cli.output import render
 
     from tracecore.demo import SHOWN, run_demo
-    from tracecore.query import write_result
     from tracecore.sample import SAMPLE_RUN
 
     result = run_demo(out, progress=sys.stderr.isatty())
@@ -33,6 +33,6 @@ def demo(
     typer.echo(f"\nRun {SAMPLE_RUN}: 4 PyTorch DDP ranks (gloo), captured at each sender like the paper")
     for shown in SHOWN:
         typer.secho(f"\n{shown.question}   [tracecore query {shown.view}]", bold=True)
-        typer.echo(write_result(result.tables[shown.view], "table", None))
+        typer.echo(render(result.tables[shown.view], None), nl=False)
     typer.echo(f"\nDataset: {result.data_dir}   (next: tracecore query --list --data {result.data_dir})")
     typer.echo(f"Report:  {result.report.resolve() if result.report else '(none)'}")

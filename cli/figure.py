@@ -1,6 +1,6 @@
 """`tracecore figure NAME`: one of the paper's figures (or tracecore's own) as PNG, SVG, HTML or JSON.
 
-Thin: open the dataset, call `tracecore.figures.build`, write with `tracecore.figures.render`.
+Thin: build the chart over the dataset (`tracecore.figures.build`), write it with `figures.render.save`.
 Rendering is offline (vl-convert); altair and duckdb are imported inside the command so
 `tracecore --help` stays instant.
 """
@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tracecore.cli.common import DataDir, boundary, default_data_dir
+from tracecore.cli.common import boundary
+from tracecore.cli.options import Dataset, Runs
 
 from tracecore.errors import UsageError
 
@@ -23,15 +24,13 @@ def register(app: typer.Typer) -> None:
 @boundary
 def figure(
     name: Annotated[str | None, typer.Argument(help="Figure name (see --list).", show_default=False)] = None,
-    run: Annotated[
-        list[str] | None, typer.Option("--run", "-r", help="Run to include (repeat); default: every run.")
-    ] = None,
+    run: Runs = None,
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="Output file: .png, .svg, .html or .json [default: NAME.png]."),
     ] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the figures with what they show.")] = False,
-    data: DataDir = None,
+    data: Dataset = None,
 ) -> None:
     """Draw a figure of the paper (Figs. 3–10, Tables I–II) or of tracecore from the dataset."""
     from tracecore import figures
@@ -43,17 +42,9 @@ def figure(
     if name is None:
         raise UsageError("give a figure name, or --list to see them")
     figures.get(name)  # an unknown name fails before the dataset is opened
-    target = out if out is not None else Path(f"{name}.png")
-    from tracecore.figures import render
+    from tracecore.figures.render import check_suffix, save
+    from tracecore.query import with_dataset
 
-    if target.suffix.lower().lstrip(".") not in render.FORMATS:
-        raise UsageError(f"cannot write {target.name}: use one of .{', .'.join(render.FORMATS)}")
-    from tracecore.ingest import open_catalog
-
-    con = open_catalog(data if data is not None else default_data_dir(), read_only=True)
-    try:
-        chart = figures.build(con, name, run or None)
-    finally:
-        con.close()
-    render.save(chart, target)
-    typer.echo(f"wrote {target}", err=True)
+    target = check_suffix(out if out is not None else Path(f"{name}.png"))
+    chart = with_dataset(data, lambda con: figures.build(con, name, run))
+    typer.echo(f"wrote {save(chart, target)}", err=True)

@@ -1,8 +1,8 @@
 """`tracecore ingest PATHS…`: capture folders → the dataset (Parquet + DuckDB catalog).
 
-Thin: parse options, call `tracecore.ingest.ingest`, print the summary (a table, or `--json`). Heavy
-imports happen inside the command so `tracecore --help` stays instant. Exit code 0 when everything was
-read, 3 when some capture/log/input was bad (the rest is ingested and committed anyway).
+Thin: parse options, call `tracecore.ingest.ingest`, print the summary (a table, or `--json`). Exit
+code 0 when everything was read, `ExitCode.BAD_INPUT` (3) when some capture/log/input was bad (the
+rest is ingested and committed anyway).
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from tracecore.cli.common import boundary, default_data_dir
+from tracecore.cli.common import boundary
+from tracecore.cli.options import DatasetOut
+
+from tracecore.errors import ExitCode
 
 if TYPE_CHECKING:
     from tracecore.ingest import IngestSummary
-
-BAD_INPUT_EXIT = 3
 
 
 def register(app: typer.Typer) -> None:
@@ -30,10 +31,7 @@ def ingest(
         list[Path],
         typer.Argument(help="Capture files, run folders, or folders of run folders.", show_default=False),
     ],
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", "-o", help="Dataset directory [default: $TRACECORE_DATA or ./tracecore-data]."),
-    ] = None,
+    out: DatasetOut = None,
     jobs: Annotated[
         int | None,
         typer.Option(
@@ -56,7 +54,7 @@ def ingest(
 
     summary = run_ingest(
         paths,
-        out if out is not None else default_data_dir(),
+        out,
         jobs=jobs,
         force=force,
         progress=not quiet and not as_json and sys.stderr.isatty(),
@@ -67,7 +65,7 @@ def ingest(
     else:
         print_summary(summary)
     if summary.failed:
-        raise typer.Exit(BAD_INPUT_EXIT)
+        raise typer.Exit(ExitCode.BAD_INPUT)
 
 
 def print_summary(summary: IngestSummary) -> None:

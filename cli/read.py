@@ -1,24 +1,20 @@
 """`tracecore read FILE`: print or export a capture's packet table, tshark style.
 
-Streams batch by batch, so `--limit` and `| head` stop early on huge captures; pyarrow
-and numba are imported inside the command so `tracecore --help` stays instant.
+Streams batch by batch, so `--limit` and `| head` stop early on huge captures. The table is
+tshark's packet list; CSV, JSON and Parquet are the packet schema, written by `cli.output`.
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
-from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TextIO
+from typing import Annotated, TextIO
 
 import typer
 from tracecore.cli.common import boundary
-
-from tracecore.errors import UsageError
-
-if TYPE_CHECKING:
-    import pyarrow as pa
+from tracecore.cli.options import FormatOpt, Limit, Out
+from tracecore.cli.output import Format, check_destination, write_batches
 
 PROTOCOLS = {
     1: "ICMP",
@@ -33,12 +29,6 @@ PROTOCOLS = {
 }
 
 
-class Format(StrEnum):
-    table = "table"
-    csv = "csv"
-    parquet = "parquet"
-
-
 def register(app: typer.Typer) -> None:
     app.command("read")(read)
 
@@ -46,27 +36,27 @@ def register(app: typer.Typer) -> None:
 @boundary
 def read(
     file: Annotated[Path, typer.Argument(help="Capture file: pcap or pcapng, plain or .gz/.xz/.zst.")],
-    limit: Annotated[int | None, typer.Option("--limit", "-n", min=0, help="Stop after N packets.")] = None,
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.table,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")] = None,
+    limit: Limit = None,
+    fmt: FormatOpt = Format.table,
+    out: Out = None,
 ) -> None:
     """Read a capture and print its packets (number, time, addresses, protocol, ports, length)."""
     from tracecore.reader import CaptureReader
+    from tracecore.schema import PACKET_SCHEMA
 
-    if fmt is Format.parquet and out is None:
-        raise UsageError("--format parquet needs --out FILE (Parquet is binary)")
+    check_destination(fmt, out)
     reader = CaptureReader(file, batch_rows=1 << 16)
     try:
         batches = _limited(reader.batches(), limit)
         first = next(batches, None)  # a file that is no capture fails here, before any output
         batches = itertools.chain([] if first is None else [first], batches)
-        if fmt is Format.parquet:
-            _write_parquet(batches, out)
+        if fmt is not Format.table:
+            write_batches(PACKET_SCHEMA, batches, fmt, out)
         elif out is None:
-            _write_text(batches, fmt, sys.stdout)
+            _write_lines(batches, sys.stdout)
         else:
             with out.open("w", encoding="utf-8", newline="") as sink:
-                _write_text(batches, fmt, sink)
+                _write_lines(batches, sink)
     finally:
         for warning in reader.warnings:
             typer.echo(f"Warning: {warning}", err=True)
@@ -86,33 +76,8 @@ def _limited(batches, limit: int | None):
             break
 
 
-def _write_parquet(batches, out: Path) -> None:
-    import pyarrow.parquet as pq
-
-    from tracecore.schema import PACKET_SCHEMA
-
-    with pq.ParquetWriter(out, PACKET_SCHEMA) as writer:
-        for batch in batches:
-            writer.write_batch(batch)
-
-
-def _write_text(batches, fmt: Format, sink: TextIO) -> None:
-    import pyarrow as pa
-    import pyarrow.csv as pcsv
-
-    if fmt is Format.csv:
-        header = True
-        for batch in batches:
-            plain = _plain(batch)
-            buf = pa.BufferOutputStream()
-            pcsv.write_csv(plain, buf, pcsv.WriteOptions(include_header=header))
-            sink.write(buf.getvalue().to_pybytes().decode())
-            header = False
-        if header:  # no packets: still name the columns
-            from tracecore.schema import PACKET_COLUMNS
-
-            sink.write(",".join(f'"{c}"' for c in PACKET_COLUMNS) + "\n")
-        return
+def _write_lines(batches, sink: TextIO) -> None:
+    """One tshark-like line per packet: number, time since the first, addresses, protocol, ports, length."""
     sink.write(
         f"{'No.':>7} {'Time':>14}  {'Source':<39} {'Destination':<39} {'Protocol':<8} {'Ports':<13} Length\n"
     )
@@ -132,14 +97,3 @@ def _write_text(batches, fmt: Format, sink: TextIO) -> None:
                 f"{number:>7} {(ts - first_ts) / 1e9:>14.9f}  {cols['src_ip'][i] or '':<39} "
                 f"{cols['dst_ip'][i] or '':<39} {name:<8} {ports:<13} {cols['frame_len'][i]}\n"
             )
-
-
-def _plain(batch: pa.RecordBatch) -> pa.Table:
-    """Dictionary columns as plain strings (the CSV writer takes no dictionaries)."""
-    import pyarrow as pa
-
-    table = pa.Table.from_batches([batch])
-    for name in ("src_ip", "dst_ip"):
-        i = table.schema.get_field_index(name)
-        table = table.set_column(i, name, table.column(name).cast(pa.string()))
-    return table

@@ -6,12 +6,12 @@ of `tracecore query`.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
-from tracecore.cli.common import DataDir, boundary, default_data_dir
-from tracecore.cli.query import Format, emit
+from tracecore.cli.common import boundary
+from tracecore.cli.options import Dataset, FormatOpt, Limit, Out
+from tracecore.cli.output import Format, emit
 
 
 def register(app: typer.Typer) -> None:
@@ -23,18 +23,12 @@ def sql(
     statement: Annotated[
         str, typer.Argument(help="SQL over packets, runs, workers, train_log and the views.")
     ],
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.table,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", "-n", min=0, help="At most N rows.")] = None,
-    data: DataDir = None,
+    fmt: FormatOpt = Format.table,
+    out: Out = None,
+    limit: Limit = None,
+    data: Dataset = None,
 ) -> None:
     """Run SQL over the catalog, e.g. "SELECT * FROM link_util(bin_ns := 1000000) LIMIT 5"."""
-    from tracecore import query as q
-    from tracecore.ingest import open_catalog
+    from tracecore.query import sql_dataset
 
-    con = open_catalog(data if data is not None else default_data_dir(), read_only=True)
-    try:
-        table = q.run_sql(con, statement)
-    finally:
-        con.close()
-    emit(table, fmt.value, out, limit)
+    emit(sql_dataset(data, statement), fmt, out, limit)

@@ -40,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracecore.errors import TracecoreError
+from tracecore.errors import ExitCode, TracecoreError
 
 __all__ = ["CaptureStats", "Testbed", "TestbedError", "cleanup_stale", "list_netns"]
 
@@ -52,7 +52,7 @@ class TestbedError(TracecoreError):
     """The testbed cannot be built, a command inside it failed, or a capture lost packets."""
 
     __test__ = False  # not a pytest test class despite the name
-    exit_code = 6
+    exit_code = ExitCode.TESTBED
 
 
 @dataclass

@@ -5,11 +5,19 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
+import tracecore.cli
+import typer
 from tracecore.cli.app import COMMAND_MODULES, app
+from tracecore.cli.common import boundary
 from typer.testing import CliRunner
 
+from tracecore.errors import ExitCode
+
 runner = CliRunner()
+MAX_CLI_LINES = 150  # commands stay thin: parse, call one library function, print
 
 
 def test_help_lists_every_command() -> None:
@@ -43,3 +51,29 @@ def test_help_is_instant_and_imports_nothing_heavy() -> None:
     heavy, _ = out.splitlines()
     assert heavy == "[]", f"heavy imports at CLI import time: {heavy}"
     assert time.perf_counter() - start < 3.0
+
+
+def test_every_cli_module_is_thin() -> None:
+    sizes = {
+        p.name: len(p.read_text().splitlines()) for p in Path(tracecore.cli.__file__).parent.glob("*.py")
+    }
+    assert "model.py" in sizes
+    assert {name: n for name, n in sizes.items() if n > MAX_CLI_LINES} == {}
+
+
+def test_dataset_default_is_shown_and_follows_the_environment(tmp_path: Path) -> None:
+    help_text = runner.invoke(app, ["query", "--help"], env={"COLUMNS": "240"}).output
+    assert "$TRACECORE_DATA or ./tracecore-data" in help_text
+    result = runner.invoke(app, ["sql", "SELECT 1"], env={"TRACECORE_DATA": str(tmp_path / "elsewhere")})
+    assert result.exit_code == ExitCode.DATASET == 4
+    assert f"no dataset at {tmp_path / 'elsewhere'}" in result.stderr
+
+
+def test_interrupt_exits_130_with_one_line() -> None:
+    @boundary
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(typer.Exit) as done:
+        interrupted()
+    assert done.value.exit_code == ExitCode.INTERRUPTED == 130

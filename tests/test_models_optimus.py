@@ -85,7 +85,7 @@ def test_real_ddp_run_has_a_finite_convergence_point() -> None:
 
 
 def test_seed003_time_to_convergence_and_its_error() -> None:
-    model = optimus.seed003_model()
+    model = optimus.reference_speed_model()
     table = optimus.time_to_convergence(model, total_steps=391 * 85, workers=[1, 10, 50, 99], ps=[2, 4])
     # Denominators θ0·128/w + θ1 + θ2·w/p + θ3·w + θ4·p, computed by hand.
     denominators = {
@@ -102,14 +102,14 @@ def test_seed003_time_to_convergence_and_its_error() -> None:
     for row in table.iter_rows(named=True):
         d = denominators[(row["ps"], row["workers"])]
         assert row["time_s"] == pytest.approx(33235 * d, rel=1e-12)
-        assert row["seed003_error_s"] == pytest.approx(33235 / d, rel=1e-12)
+        assert row["steps_over_denominator"] == pytest.approx(33235 / d, rel=1e-12)
     first = table.row(0, named=True)
     assert first["time_s"] == pytest.approx(4514642.4)
-    assert first["seed003_error_s"] == pytest.approx(244.662839, abs=1e-6)
+    assert first["steps_over_denominator"] == pytest.approx(244.662839, abs=1e-6)
 
 
 def test_sync_speed_fit_recovers_theta() -> None:
-    truth = optimus.seed003_model()
+    truth = optimus.reference_speed_model()
     w = np.array([1, 2, 4, 8, 2, 4, 8, 16, 3, 6])
     p = np.array([1, 1, 2, 2, 2, 4, 4, 8, 3, 2])
     points = pl.DataFrame({"workers": w, "ps": p, "speed": truth.speed(w, p)})

@@ -10,7 +10,7 @@ import pytest
 
 from tracecore.errors import ModelFitError, UsageError
 from tracecore.logs import wandb
-from tracecore.models import scaling, seed002
+from tracecore.models import reference_study, scaling
 
 DATA = Path(__file__).parent / "data" / "logs"
 
@@ -18,12 +18,14 @@ DATA = Path(__file__).parent / "data" / "logs"
 @pytest.fixture(scope="module")
 def result() -> pl.DataFrame:
     return scaling.scaling_table(
-        seed002.epoch_times(), n_params=seed002.N_PARAMS, dataset_size=seed002.DATASET_SIZE
+        reference_study.epoch_times(),
+        n_params=reference_study.N_PARAMS,
+        dataset_size=reference_study.DATASET_SIZE,
     )
 
 
 def _rows(result: pl.DataFrame, value: str) -> list[list[float | None]]:
-    wide = scaling.seed_wide(result, value)
+    wide = scaling.wide_by_batch(result, value)
     return [list(row[1:]) for row in wide.iter_rows()]
 
 
@@ -59,7 +61,7 @@ def test_table2_communication_and_compute_as_printed(result: pl.DataFrame) -> No
 
 def test_table3_bandwidth_in_the_seeds_convention_as_printed(result: pl.DataFrame) -> None:
     # Seed 002, In[73]: parameter count per second / 1e9, which it labels GB/s.
-    assert _printed(_rows(result, "seed_bandwidth_gbs")) == [
+    assert _printed(_rows(result, "allreduce_gparams_s")) == [
         [None, None, None, None],
         [0.363852, 0.436902, 0.438019, 0.079814],
         [0.234954, 0.252059, 0.211945, 0.054068],
@@ -80,7 +82,7 @@ def test_bytes_reported_beside_the_seeds_count(result: pl.DataFrame) -> None:
     assert row["allreduce_bytes"] == expected_bytes
     assert row["bandwidth_gbyte_s"] == pytest.approx(expected_bytes / 48 / 1e9, rel=1e-12)
     assert row["bandwidth_gbit_s"] == pytest.approx(8 * expected_bytes / 48 / 1e9, rel=1e-12)
-    assert row["bandwidth_gbyte_s"] == pytest.approx(4 * row["seed_bandwidth_gbs"], rel=1e-12)
+    assert row["bandwidth_gbyte_s"] == pytest.approx(4 * row["allreduce_gparams_s"], rel=1e-12)
 
 
 def test_measured_wire_bytes_sit_beside_the_model() -> None:

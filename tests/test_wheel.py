@@ -1,7 +1,8 @@
 """The installed wheel carries everything (the CLI, queries/*.sql, runners) under one top-level package.
 
-Builds the wheel, installs it into a fresh venv outside the repository, and runs the CLI from a
-directory where the checkout cannot be imported by accident.
+Builds the wheel, installs it into a fresh venv outside the repository WITHOUT the dev extras (so a
+command that needs a test-only package such as pandas fails here), and runs every command of the CLI
+from a directory where the checkout cannot be imported by accident.
 """
 
 from __future__ import annotations
@@ -137,3 +138,93 @@ def test_installed_reader_runs_the_ahead_of_time_kernels_without_numba(
     assert out[0] == "aot"
     assert int(out[1]) > 1000
     assert out[2] == "False"  # numba is never imported on the read path
+
+
+TRAFFIC_RUNS = (
+    "run,model,framework,backend,batch_size,topology,mb_per_step\n"
+    "a,mobilenetv2,horovod,mpi,64,ring,10\nb,mobilenetv2,horovod,mpi,64,ring,11\n"
+    "c,mobilenetv2,horovod,mpi,64,ring,12\nd,mobilenetv2,tf_sync,grpc,64,ring,20\n"
+    "e,mobilenetv2,tf_sync,grpc,64,ring,22\nf,mobilenetv2,tf_sync,grpc,64,ring,24\n"
+    "g,mobilenetv2,tf_sync,grpc,64,ring,26\n"
+)
+SPEEDS = "workers,ps,speed\n" + "".join(
+    f"{w},{p},{1 / (1.02 * 128 / w + 2.78 + 4.92 * w / p + 0.02 * p)!r}\n"
+    for w, p in [(1, 1), (2, 1), (4, 2), (8, 2), (2, 2), (4, 4)]
+)
+
+
+@pytest.fixture(scope="module")
+def workspace(installed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the demo's dataset (`tracecore demo` run by the installed CLI) and model inputs."""
+    work = tmp_path_factory.mktemp("work")
+    demo = _run(installed, "demo", "--out", str(work / "demo"), cwd=work)
+    assert demo.returncode == 0, demo.stderr
+    assert "ring_prev" in demo.stdout  # the gloo ring found in the embedded sample
+    (work / "runs.csv").write_text(TRAFFIC_RUNS)
+    (work / "speed.csv").write_text(SPEEDS)
+    return work
+
+
+def _sample(installed: Path, call: str) -> str:
+    code = f"from tracecore.sample import {call.split('(')[0]}; print({call})"
+    return subprocess.run(
+        [str(installed / "bin" / "python"), "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+# Every command of the CLI, each `model` subcommand with its --figure; {…} are filled in below.
+EVERY_COMMAND = [
+    (["read", "{corpus}/dpkt__http.pcap", "--limit", "2"], "145.254.160.237", None),
+    (["ingest", "{sample_root}", "--out", "{work}/ingested", "--json"], '"packets": ', None),
+    (["query", "topology_check", "--data", "{data}"], "ring_prev", None),
+    (["sql", "SELECT worker FROM workers ORDER BY worker", "-f", "csv", "--data", "{data}"], "W4", None),
+    (["figure", "flow_matrix", "--data", "{data}", "--out", "{work}/flow.svg"], "", "{work}/flow.svg"),
+    (["report", "{work}/report", "--data", "{data}"], "index.html", "{work}/report/index.html"),
+    (["model", "scaling", "--reference-study", "--figure", "{work}/s.svg"], "0.567164", "{work}/s.svg"),
+    (
+        ["model", "optimus", "fit", "{sample_run}/train_history.log", "--figure", "{work}/fit.svg"],
+        "Optimus loss fit against epochs",
+        "{work}/fit.svg",
+    ),
+    (["model", "optimus", "speed", "{work}/speed.csv", "--batch", "128"], "θ4", None),
+    (["model", "optimus", "time", "--figure", "{work}/time.svg"], "244.662839", "{work}/time.svg"),
+    (
+        ["model", "optimus", "ridge", "{logs}/optimus_fits_seed003.csv", "--predict", "50:K80"],
+        "Ridge prediction of b0, b1, b2",
+        None,
+    ),
+    (
+        ["model", "traffic", "--input", "{work}/runs.csv", "--figure", "{work}/traffic.svg"],
+        "framework_backend_tf_sync_grpc",
+        "{work}/traffic.svg",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "printed", "figure"), EVERY_COMMAND, ids=[" ".join(a[:3]) for a, _, _ in EVERY_COMMAND]
+)
+def test_installed_cli_runs_every_command(
+    installed: Path,
+    workspace: Path,
+    corpus_dir: Path,
+    args: list[str],
+    printed: str,
+    figure: str | None,
+) -> None:
+    places = {
+        "corpus": str(corpus_dir),
+        "work": str(workspace),
+        "data": str(workspace / "demo" / "data"),
+        "logs": str(REPO / "tests" / "data" / "logs"),
+        "sample_root": _sample(installed, "sample_root()"),
+        "sample_run": _sample(installed, "sample_run()"),
+    }
+    done = _run(installed, *(a.format(**places) for a in args), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    assert printed in done.stdout
+    assert "Traceback" not in done.stderr
+    if figure is not None:
+        written = Path(figure.format(**places))
+        head = written.read_bytes()[:5]
+        assert head in (b"<svg ", b"<!DOC"), head

@@ -1,24 +1,38 @@
-"""Every error tracecore raises on purpose.
+"""Every error tracecore raises on purpose, and the exit codes of the `tracecore` command.
 
-The CLI has one error boundary (`tracecore.cli.app.main`) that turns a `TracecoreError` into a
-one-line message on stderr and the error's `exit_code`; anything else is a bug and
-keeps its traceback. Messages say what happened, where (file and byte offset when
-there is one), and what to do.
+The CLI has one error boundary (`tracecore.cli.common.boundary`) that turns a `TracecoreError` into
+a one-line message on stderr and the error's `exit_code`; anything else is a bug and keeps its
+traceback. Messages say what happened, where (file and byte offset when there is one), and what to do.
 """
 
 from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The process exit codes, one owner, so scripts can tell a bad option from a bad capture."""
+
+    OK = 0
+    ERROR = 1  # an expected failure of no more specific kind (and Python's code for a traceback)
+    USAGE = 2
+    BAD_INPUT = 3
+    DATASET = 4
+    MODEL_FIT = 5
+    TESTBED = 6
+    INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
 
 
 class TracecoreError(Exception):
     """Base of all expected failures; carries the process exit code."""
 
-    exit_code = 1
+    exit_code: ExitCode = ExitCode.ERROR
 
 
 class UsageError(TracecoreError, ValueError):
     """The user asked for something that does not exist or does not fit (unknown view, bad option)."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class CaptureError(TracecoreError):
@@ -28,7 +42,7 @@ class CaptureError(TracecoreError):
     can keep them.
     """
 
-    exit_code = 3
+    exit_code = ExitCode.BAD_INPUT
 
     def __init__(self, path: object, message: str, offset: int | None = None, packets_read: int = 0):
         self.path = str(path)
@@ -46,13 +60,13 @@ class NotACaptureError(CaptureError):
 class LogParseError(TracecoreError):
     """A training or benchmark log has no line tracecore can parse."""
 
-    exit_code = 3
+    exit_code = ExitCode.BAD_INPUT
 
 
 class DatasetError(TracecoreError):
     """The dataset directory is missing, locked by another ingest, or inconsistent."""
 
-    exit_code = 4
+    exit_code = ExitCode.DATASET
 
 
 class IngestCancelledError(TracecoreError):
@@ -64,4 +78,4 @@ class IngestCancelledError(TracecoreError):
 class ModelFitError(TracecoreError):
     """A model cannot be fitted from the data given (too few points or runs for its features)."""
 
-    exit_code = 5
+    exit_code = ExitCode.MODEL_FIT

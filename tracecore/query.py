@@ -1,4 +1,4 @@
-"""Running the named views with parameters, and writing any result as table, CSV, JSON or Parquet.
+"""Running the named views with parameters, checked against what the views and the dataset hold.
 
 Why a module of its own: the CLI (`tracecore query`, `tracecore sql`), the figures and the report
 all run views the same way, with the same checks. Each view in `queries/` is a DuckDB table macro
@@ -12,14 +12,11 @@ Values travel as prepared-statement parameters, never spliced into SQL text.
 from __future__ import annotations
 
 import functools
-import io
-import json
 import math
 import re
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import pyarrow as pa
 
@@ -27,9 +24,11 @@ from tracecore import views
 from tracecore.errors import UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import duckdb
 
-FORMATS = ("table", "csv", "json", "parquet")
+T = TypeVar("T")
 
 _UNITS_NS = {
     "ns": 1,
@@ -227,84 +226,53 @@ def view_listing() -> list[ViewListing]:
     return sorted(rows, key=lambda row: (views.KINDS.index(row.kind), row.name))
 
 
-def write_result(table: pa.Table, fmt: str, out: Path | None, limit_rows: int | None = None) -> str | None:
-    """Write `table` to `out` in `fmt`, or return the text to print when `out` is None.
+def request_params(
+    name: str, pairs: list[str], bin_: str | None = None, from_: str | None = None, to: str | None = None
+) -> dict[str, Any]:
+    """KEY=VALUE pairs plus the `--bin`/`--from`/`--to` shorthands, as view `name`'s parameter names.
 
-    `table` output is for people (Rich, `limit_rows` rows at most, with a note on what was left
-    out); csv/json/parquet are complete. Parquet is binary, so it needs `out`.
+    The bin width goes to `bin_ns` or, where a view has none, `window_ns`; a shorthand the view cannot
+    take is refused with the parameters it does take.
     """
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown format {fmt!r}; formats: {', '.join(FORMATS)}")
-    if fmt == "parquet":
-        if out is None:
-            raise UsageError("parquet output is binary: give --out FILE.parquet")
-        import pyarrow.parquet as pq
-
-        pq.write_table(table, out)
-        return None
-    if fmt == "table":
-        text = _as_table(table, limit_rows)
-    else:
-        text = _as_csv(table) if fmt == "csv" else _as_json(table)
-    if out is None:
-        return text
-    out.write_text(text, encoding="utf-8")
-    return None
-
-
-def _as_csv(table: pa.Table) -> str:
-    import pyarrow.csv as pacsv
-
-    buf = io.BytesIO()
-    pacsv.write_csv(table, buf, pacsv.WriteOptions(quoting_style="needed"))
-    return buf.getvalue().decode("utf-8")
+    declared = [p.name for p in view_params(name)]
+    offered = ", ".join(n for n in declared if n != "runs") or "none"
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--param takes KEY=VALUE, got {pair!r}")
+        params[key.strip()] = value.strip()
+    if bin_ is not None:
+        width = next((k for k in ("bin_ns", "window_ns") if k in declared), None)
+        if width is None:
+            raise UsageError(f"view {name} has no bin width; its parameters: {offered}")
+        params[width] = parse_duration_ns(bin_)
+    for key, value in (("from_ns", from_), ("to_ns", to)):
+        if value is not None:
+            if key not in declared:
+                raise UsageError(f"view {name} takes no time window; its parameters: {offered}")
+            params[key] = parse_duration_ns(value)
+    return params
 
 
-def _as_json(table: pa.Table) -> str:
-    """A JSON array of row objects: NaN/inf become null, 128-bit sums and decimals become numbers."""
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, Decimal):
-            return int(value) if value == value.to_integral_value() else float(value)
-        return value
-
-    rows = [{k: clean(v) for k, v in row.items()} for row in table.to_pylist()]
-    return json.dumps(rows, default=str, ensure_ascii=False, allow_nan=False) + "\n"
+def query_dataset(
+    data_dir: Path, name: str, runs: list[str] | None = None, params: dict[str, Any] | None = None
+) -> pa.Table:
+    """Run view `name` over the dataset at `data_dir`, opened read-only for this one query."""
+    return with_dataset(data_dir, lambda con: run_view(con, name, runs=runs, params=params))
 
 
-def _as_table(table: pa.Table, limit_rows: int | None) -> str:
-    from rich.box import SIMPLE_HEAD
-    from rich.console import Console
-    from rich.table import Table
-
-    shown = table if limit_rows is None else table.slice(0, limit_rows)
-    rows = [[_cell(v) for v in row.values()] for row in shown.to_pylist()]
-    widths = [max([len(field.name), *(len(r[i]) for r in rows)]) for i, field in enumerate(table.schema)]
-    grid = Table(box=SIMPLE_HEAD, header_style="bold", pad_edge=False)
-    for field in table.schema:
-        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
-        grid.add_column(field.name, justify="right" if numeric else "left", no_wrap=True)
-    for row in rows:
-        grid.add_row(*row)
-    buf = io.StringIO()
-    # wide enough that no column is cut: this output is read whole or piped, not squeezed into a tty
-    Console(file=buf, width=sum(widths) + 3 * len(widths) + 2, force_terminal=False, color_system=None).print(
-        grid
-    )
-    text = buf.getvalue()
-    if shown.num_rows < table.num_rows:
-        left = table.num_rows - shown.num_rows
-        text += f"… {left} more rows of {table.num_rows}; use --limit, --format csv or --out for all\n"
-    else:
-        text += f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}\n"
-    return text
+def sql_dataset(data_dir: Path, sql: str) -> pa.Table:
+    """Run any SQL over the dataset at `data_dir`, opened read-only so it cannot change the dataset."""
+    return with_dataset(data_dir, lambda con: run_sql(con, sql))
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+def with_dataset(data_dir: Path, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+    """`work(con)` over the dataset at `data_dir`, opened read-only and closed whatever happens."""
+    from tracecore.ingest import open_catalog
+
+    con = open_catalog(data_dir, read_only=True)
+    try:
+        return work(con)
+    finally:
+        con.close()

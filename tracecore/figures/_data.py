@@ -8,11 +8,12 @@ turned into seconds first, since JavaScript numbers cannot hold them exactly.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import altair as alt
 import pyarrow as pa
+
+from tracecore.json_values import json_rows
 
 WIDTH = 520
 HEIGHT = 300
@@ -29,19 +30,14 @@ def as_arrow(table: Any) -> pa.Table:
 
 
 def rows(table: Any, columns: list[str] | None = None) -> list[dict[str, Any]]:
-    """The rows of `table` (optionally only `columns`) as JSON-safe dicts (NaN → None).
+    """The rows of `table` (optionally only `columns`) as JSON-safe dicts (NaN → None, Decimal → number).
 
     `table` is a view result as pyarrow (what `tracecore.query.run_view` returns), polars or pandas.
     """
     table = as_arrow(table)
     if columns is not None:
         table = table.select(columns)
-    out = table.to_pylist()
-    for row in out:
-        for key, value in row.items():
-            if isinstance(value, float) and not math.isfinite(value):
-                row[key] = None
-    return out
+    return json_rows(table.to_pylist())
 
 
 def inline(values: list[dict[str, Any]]) -> alt.Data:

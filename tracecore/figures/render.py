@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
-
-import altair as alt
+from typing import TYPE_CHECKING, Any
 
 from tracecore.errors import UsageError
+
+if TYPE_CHECKING:  # charts arrive built; this module needs no altair to check a file name
+    import altair as alt
 
 FORMATS = ("png", "svg", "html", "json")
 _VL_VERSION = re.compile(r"/v(\d+)\.(\d+)")
@@ -52,11 +53,17 @@ def to_html(chart: alt.TopLevelMixin) -> str:
     return vlc.vegalite_to_html(s, vl_version=vl_version(s), bundle=True)
 
 
-def save(chart: alt.TopLevelMixin, path: Path) -> Path:
-    """Write the chart in the format its suffix names (.png, .svg, .html, .json)."""
-    kind = path.suffix.lower().lstrip(".")
-    if kind not in FORMATS:
+def check_suffix(path: Path) -> Path:
+    """`path` when its suffix names a format `save` writes; refused before any work is done otherwise."""
+    if path.suffix.lower().lstrip(".") not in FORMATS:
         raise UsageError(f"cannot write {path.name}: use one of .{', .'.join(FORMATS)}")
+    return path
+
+
+def save(chart: alt.TopLevelMixin, path: Path) -> Path:
+    """Write the chart in the format its suffix names (.png, .svg, .html, .json), creating its folder."""
+    kind = check_suffix(path).suffix.lower().lstrip(".")
+    path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "png":
         path.write_bytes(to_png(chart))
     elif kind == "svg":

@@ -1,7 +1,7 @@
 """Optimus-style models: loss-curve fit, convergence point, speed models and time to convergence.
 
 From the Optimus paper (Peng et al., EuroSys 2018), its prototype (`scheduler/estimator.py`) and
-seed 003:
+the reference Optimus notebook (a course notebook that reproduces it on ResNets on K80/P100/V100):
 
 - loss `l(k) = 1/(b0·k + b1) + b2` with b ≥ 0, fitted by bounded non-linear least squares (TRF). The
   prototype weights later points more: three consecutive segments, point i has σ = 1/4^segment, i.e.
@@ -11,8 +11,9 @@ seed 003:
   return None.
 - synchronous speed (steps/s) `f(w,p) = 1/(θ0·M/w + θ1 + θ2·w/p + θ3·w + θ4·p)` with M the global
   batch, θ ≥ 0, ≥ 5 distinct points; asynchronous `f(w,p) = w/(θ0 + θ1·w/p + θ2·w + θ3·p)`, ≥ 4 points.
-- time to convergence `total_steps / f(w,p)`. Seed 003 divides the steps by the denominator of f, i.e.
-  multiplies them by the speed; `time_to_convergence` reports that number too, labelled as its error.
+- time to convergence `total_steps / f(w,p)`. The reference notebook divides the steps by the
+  denominator of f, i.e. multiplies them by the speed; `time_to_convergence` reports that number too,
+  as `steps_over_denominator`.
 """
 
 from __future__ import annotations
@@ -139,10 +140,10 @@ def loss_fit_table(fit: LossFit, convergence: int | None) -> pl.DataFrame:
 
 
 def ridge_loss_params(fits: pl.DataFrame, predict_for: pl.DataFrame, *, alpha: float = 1.0) -> pl.DataFrame:
-    """Ridge regression of b0, b1, b2 on model depth and GPU type (one-hot, all levels), as seed 003.
+    """Ridge regression of b0, b1, b2 on model depth and GPU type (one-hot, all levels), as the notebook.
 
     `fits` has columns depth, gpu, b0, b1, b2; `predict_for` has depth, gpu. GPU types in
-    `predict_for` must appear in `fits`. Seed 003 builds its prediction frame with columns in a
+    `predict_for` must appear in `fits`. The reference notebook builds its prediction frame with columns in a
     different order than it fitted with (depth, K80, V100, P100 vs depth, K80, P100, V100); sklearn of
     2019 matched them by position, so its printed "P100" column is V100's prediction and vice versa.
     Here columns are matched by name.
@@ -184,9 +185,9 @@ CURVE_NAME = re.compile(r"optimus_(?P<depth>\d+)_(?P<gpu>[A-Za-z0-9]+)\.csv$")
 
 
 def fits_from_curves(paths: list[Any], *, weighted: bool = False, drop_tail: int = 0) -> pl.DataFrame:
-    """Fit every `optimus_<depth>_<gpu>.csv` loss curve (seed 003's files) → depth, gpu, b0, b1, b2.
+    """Fit every `optimus_<depth>_<gpu>.csv` loss curve (the notebook's files) → depth, gpu, b0, b1, b2.
 
-    GPU names are upper-cased (the seed mixes `k80` and `K80`). Seed 003 drops the last 5 rows of each
+    GPU names are upper-cased (the notebook mixes `k80` and `K80`). It drops the last 5 rows of each
     file before fitting; `drop_tail=5` does the same.
     """
     import polars as pl
@@ -290,10 +291,11 @@ def fit_speed(points: pl.DataFrame, *, kind: str = "sync", batch: float | None =
 
 
 def time_to_convergence(model: SpeedModel, *, total_steps: float, workers: Any, ps: Any) -> pl.DataFrame:
-    """Seconds to run `total_steps` at f(w, p) for every (workers, ps) pair, with seed 003's number beside.
+    """Seconds to run `total_steps` at f(w, p) for every (workers, ps) pair, the notebook's number beside.
 
-    `seed003_error_s` is total_steps / denominator, which seed 003 plots as time: it is steps × speed
-    (steps²/s), not a time. It is only defined for the sync model, the seed's case.
+    `steps_over_denominator` is total_steps / denominator, which the reference Optimus notebook plots as
+    time: it is steps × speed (steps²/s), not a time. It is only defined for the sync model, the
+    notebook's case.
     """
     import polars as pl
 
@@ -310,45 +312,53 @@ def time_to_convergence(model: SpeedModel, *, total_steps: float, workers: Any, 
                     "workers": int(w),
                     "speed_steps_s": speed,
                     "time_s": total_steps / speed,
-                    "seed003_error_s": total_steps / denom if model.kind == "sync" else None,
+                    "steps_over_denominator": total_steps / denom if model.kind == "sync" else None,
                 }
             )
-    return pl.DataFrame(rows, schema_overrides={"seed003_error_s": pl.Float64})
+    return pl.DataFrame(rows, schema_overrides={"steps_over_denominator": pl.Float64})
 
 
-SEED003_THETA = (1.02, 2.78, 4.92, 0.0, 0.02)
-SEED003_BATCH = 128
-SEED003_STEPS_PER_EPOCH = 391  # 50000 / 128, rounded as the seed does
-SEED003_EPOCHS = 85
+REFERENCE_THETA = (1.02, 2.78, 4.92, 0.0, 0.02)
+REFERENCE_BATCH = 128
+REFERENCE_STEPS_PER_EPOCH = 391  # 50000 / 128, rounded as the notebook does
+REFERENCE_EPOCHS = 85
 
 
-def seed003_model() -> SpeedModel:
-    """Seed 003's sync speed model (θ from its table, M = 128)."""
-    return SpeedModel(kind="sync", theta=SEED003_THETA, batch=SEED003_BATCH)
+def reference_speed_model() -> SpeedModel:
+    """The reference notebook's sync speed model (θ from its table, M = 128)."""
+    return SpeedModel(kind="sync", theta=REFERENCE_THETA, batch=REFERENCE_BATCH)
 
 
 def loss_chart(k: Any, loss: Any, fit: LossFit, convergence: int | None = None, unit: str = "step") -> Any:
     """Observed loss points and the fitted curve, extended to the convergence point."""
     import altair as alt
-    import pandas as pd
+
+    from tracecore.figures._data import inline
+    from tracecore.json_values import json_rows
 
     k = np.asarray(k, dtype=float)
     end = max(float(k.max()), float(convergence or 0))
     grid = np.linspace(float(k.min()), end, 200)
-    observed = pd.DataFrame({"k": k, "loss": np.asarray(loss, dtype=float), "series": "observed"})
-    fitted = pd.DataFrame({"k": grid, "loss": fit.predict(grid), "series": "fit"})
+    observed = json_rows(
+        [{"k": float(x), "loss": float(y)} for x, y in zip(k, np.asarray(loss, float), strict=True)]
+    )
+    fitted = json_rows(
+        [{"k": float(x), "loss": float(y)} for x, y in zip(grid, fit.predict(grid), strict=True)]
+    )
     points = (
-        alt.Chart(observed).mark_point(size=12, opacity=0.6).encode(x=alt.X("k:Q", title="step"), y="loss:Q")
+        alt.Chart(inline(observed))
+        .mark_point(size=12, opacity=0.6)
+        .encode(x=alt.X("k:Q", title=unit), y="loss:Q")
     )
     line = (
-        alt.Chart(fitted)
+        alt.Chart(inline(fitted))
         .mark_line(color="firebrick")
         .encode(x="k:Q", y=alt.Y("loss:Q", title="loss", scale=alt.Scale(zero=False)))
     )
     title = f"l(k) = 1/({fit.b0:.3g}·k + {fit.b1:.3g}) + {fit.b2:.3g}"
     layers = [points, line]
     if convergence is not None:
-        rule = alt.Chart(pd.DataFrame({"k": [convergence]})).mark_rule(strokeDash=[4, 4]).encode(x="k:Q")
+        rule = alt.Chart(inline([{"k": convergence}])).mark_rule(strokeDash=[4, 4]).encode(x="k:Q")
         layers.append(rule)
     return alt.layer(*layers).properties(width=420, height=260, title=title)
 
@@ -357,14 +367,16 @@ def time_chart(table: pl.DataFrame) -> Any:
     """Time to convergence vs workers, one line per number of parameter servers (log scale)."""
     import altair as alt
 
+    from tracecore.figures._data import inline, rows
+
     return (
-        alt.Chart(table.to_pandas())
+        alt.Chart(inline(rows(table)))
         .mark_line(point=True)
         .encode(
             x=alt.X("workers:Q", title="workers"),
             y=alt.Y("time_s:Q", title="time to convergence [s]", scale=alt.Scale(type="log")),
             color=alt.Color("ps:N", title="parameter servers"),
-            tooltip=["workers", "ps", alt.Tooltip("time_s:Q", format=".4g")],
+            tooltip=["workers:Q", "ps:N", alt.Tooltip("time_s:Q", format=".4g")],
         )
         .properties(width=420, height=260, title="Time to convergence = total steps / f(w, p)")
     )

@@ -1,6 +1,6 @@
 """Data-parallel scaling: speedups, compute/communication split and the ring all-reduce model.
 
-The computation follows seed 002 (ResNet-18 / CIFAR-10 under PyTorch DataParallel):
+The computation follows the published ResNet-18 / CIFAR-10 DataParallel study (`reference_study`):
 
 - strong speedup `T(1)/T(N)` (fixed problem: one epoch), weak speedup `N·T(1)/T(N)`;
 - compute `T(1)/N` (the single-GPU epoch is all compute, split N ways) and communication
@@ -9,8 +9,8 @@ The computation follows seed 002 (ResNet-18 / CIFAR-10 under PyTorch DataParalle
   epoch, so per process per epoch `iters · 2·S·(P−1)/P`; bandwidth utilization is that volume over
   the communication time.
 
-Seed 002 puts the parameter *count* in S and calls count/1e9 per second "GB/s". We keep that number
-(`seed_bandwidth_gbs`, for reproducing its Table 3) and report bytes beside it: S in bytes is
+The study puts the parameter *count* in S and calls count/1e9 per second "GB/s". We keep that number
+(`allreduce_gparams_s`, for reproducing its Table 3) and report bytes beside it: S in bytes is
 `n_params · bytes_per_param` (4 for fp32 gradients), hence GB/s and Gbit/s. Where a run was captured,
 the measured wire bytes per process per epoch and the achieved Gbit/s sit next to the model.
 """
@@ -46,7 +46,7 @@ def scaling_table(
     """One row per (gpus, batch_size) with speedups, the compute/communication split and bandwidth.
 
     `times` needs `gpus`, `batch_size`, `epoch_time_s`; optional `iters` (iterations per epoch,
-    default `ceil(dataset_size / batch_size)` as in seed 002, where DataParallel's batch is global)
+    default `ceil(dataset_size / batch_size)` as in the study, where DataParallel's batch is global)
     `n_params` (per-row gradient elements, else the keyword) and `wire_bytes` (measured bytes one
     process sent in that epoch, from the capture). Ratios and the compute/communication split need
     the 1-GPU time of the same batch size; without it they are null while the all-reduce volume and
@@ -102,7 +102,7 @@ def scaling_table(
             (elements * bytes_per_param).alias("allreduce_bytes"),
         )
         .with_columns(
-            pl.when(usable).then(pl.col("allreduce_params") / (comm * 1e9)).alias("seed_bandwidth_gbs"),
+            pl.when(usable).then(pl.col("allreduce_params") / (comm * 1e9)).alias("allreduce_gparams_s"),
             pl.when(usable).then(pl.col("allreduce_bytes") / (comm * 1e9)).alias("bandwidth_gbyte_s"),
             pl.when(usable).then(pl.col("allreduce_bytes") * 8 / (comm * 1e9)).alias("bandwidth_gbit_s"),
         )
@@ -174,16 +174,48 @@ def inputs_from_catalog(data_dir: Any) -> pl.DataFrame:
     return table.with_columns((pl.col("grad_bytes") // BYTES_PER_PARAM).alias("n_params")).drop("grad_bytes")
 
 
-def seed_wide(result: pl.DataFrame, value: str) -> pl.DataFrame:
-    """Seed 002's layout: one row per GPU count, one `batch_<b>_<value>` column per batch size."""
+def wide_by_batch(result: pl.DataFrame, value: str) -> pl.DataFrame:
+    """The study's layout: one row per GPU count, one `batch_<b>_<value>` column per batch size."""
     wide = result.pivot(on="batch_size", index="gpus", values=value, sort_columns=True).sort("gpus")
     return wide.rename({c: f"batch_{c}_{value}" for c in wide.columns if c != "gpus"}).rename(
         {"gpus": "gpu_nums"}
     )
 
 
+def study_tables(result: pl.DataFrame, bytes_per_param: int) -> list[tuple[str, pl.DataFrame]]:
+    """`result` titled and laid out as the reference study's Tables 1-3, with bytes and bits beside."""
+    tables = [
+        ("All configurations (long form)", result),
+        ("Table 1: epoch time [s]", wide_by_batch(result, "epoch_time_s")),
+        (
+            "Table 1: strong-scaling speedup T(1)/T(N) (the study's definition)",
+            wide_by_batch(result, "strong_speedup"),
+        ),
+        ("Table 1: weak-scaling speedup N·T(1)/T(N)", wide_by_batch(result, "weak_speedup")),
+        ("Table 2: communication time T(N) − T(1)/N [s]", wide_by_batch(result, "communication_s")),
+        ("Table 2: compute time T(1)/N [s]", wide_by_batch(result, "compute_s")),
+        (
+            "Table 3: the study's 'bandwidth utilization (GB/s)' = parameters/s / 1e9 (a count, not bytes)",
+            wide_by_batch(result, "allreduce_gparams_s"),
+        ),
+        (
+            f"Table 3 in bytes: ring all-reduce GB/s with {bytes_per_param}-byte gradients",
+            wide_by_batch(result, "bandwidth_gbyte_s"),
+        ),
+        ("Table 3 in bits: Gbit/s", wide_by_batch(result, "bandwidth_gbit_s")),
+    ]
+    if "wire_gbit_s" in result.columns:
+        tables.append(
+            ("Measured: wire Gbit/s over the communication time", wide_by_batch(result, "wire_gbit_s"))
+        )
+        tables.append(
+            ("Measured wire bytes / modelled all-reduce bytes", wide_by_batch(result, "wire_over_model"))
+        )
+    return tables
+
+
 def epoch_times_from_wandb(history: pl.DataFrame, *, epoch: int = 1) -> pl.DataFrame:
-    """Epoch time per wandb run as seed 002 measures it: last minus first `_timestamp` of `epoch`.
+    """Epoch time per wandb run as the reference study measures it: last minus first `_timestamp` of `epoch`.
 
     `history` is the `wandb_history` table (long form: wandb_run, step, ts_ns, key, value). GPUs
     and batch size come from run names like `SGD_dp_batch_size_512_2gpus`; other names are refused.
@@ -224,6 +256,8 @@ def chart(result: pl.DataFrame) -> Any:
     """
     import altair as alt
 
+    from tracecore.figures._data import inline, rows
+
     if result["compute_s"].null_count() == result.height and "wire_bytes" in result.columns:
         return _bytes_chart(result)
 
@@ -231,14 +265,14 @@ def chart(result: pl.DataFrame) -> Any:
         index=["gpus", "batch_size"], variable_name="part", value_name="seconds"
     )
     return (
-        alt.Chart(long.to_pandas())
+        alt.Chart(inline(rows(long)))
         .mark_bar()
         .encode(
             x=alt.X("gpus:O", title="GPUs"),
             y=alt.Y("seconds:Q", title="epoch time [s]", stack=True),
             color=alt.Color("part:N", title=None),
             column=alt.Column("batch_size:O", title="batch size"),
-            tooltip=["gpus", "batch_size", "part", alt.Tooltip("seconds:Q", format=".2f")],
+            tooltip=["gpus:O", "batch_size:O", "part:N", alt.Tooltip("seconds:Q", format=".2f")],
         )
         .properties(width=120, height=220, title="Epoch time: compute T(1)/N and communication T(N) − T(1)/N")
     )
@@ -247,12 +281,14 @@ def chart(result: pl.DataFrame) -> Any:
 def _bytes_chart(result: pl.DataFrame) -> Any:
     import altair as alt
 
+    from tracecore.figures._data import inline, rows
+
     label = "run" if "run" in result.columns else "gpus"
     long = result.select(label, "allreduce_bytes", "wire_bytes").unpivot(
         index=[label], variable_name="bytes", value_name="per_process_per_epoch"
     )
     return (
-        alt.Chart(long.to_pandas())
+        alt.Chart(inline(rows(long)))
         .mark_bar()
         .encode(
             y=alt.Y(f"{label}:N", title=None),

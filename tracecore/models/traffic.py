@@ -1,4 +1,4 @@
-"""Sec. VI of seed 000: a linear model of the data sent per training step.
+"""Sec. VI of the paper's analysis notebook: a linear model of the data sent per training step.
 
 The paper regresses MB per step (all workers' sent bytes per mean step) on model size, the
 framework_backend pair, the batch size and the topology, one-hot encoded with the first level dropped
@@ -291,23 +291,31 @@ def _predict_unmeasured(
 def chart(fit: TrafficFit) -> Any:
     """Measured vs fitted MB per step, one point per run, with the identity line."""
     import altair as alt
-    import pandas as pd
 
-    data = fit.fitted.to_pandas()
+    from tracecore.figures._data import inline, rows
+
+    data = fit.fitted
     top = float(max(data["mb_per_step"].max(), data["fitted_mb_per_step"].max())) * 1.05
     points = (
-        alt.Chart(data)
+        alt.Chart(inline(rows(data)))
         .mark_circle(size=60)
         .encode(
             x=alt.X("mb_per_step:Q", title="measured MB per step"),
             y=alt.Y("fitted_mb_per_step:Q", title="fitted MB per step"),
             color=alt.Color("framework_backend:N"),
             shape=alt.Shape("topology:N"),
-            tooltip=["run", "model_size_mb", "framework_backend", "batch_size", "topology", "mb_per_step"],
+            tooltip=[
+                "run:N",
+                "model_size_mb:Q",
+                "framework_backend:N",
+                "batch_size:N",
+                "topology:N",
+                "mb_per_step:Q",
+            ],
         )
     )
     line = (
-        alt.Chart(pd.DataFrame({"v": [0.0, top]}))
+        alt.Chart(inline([{"v": 0.0}, {"v": top}]))
         .mark_line(color="gray", strokeDash=[4, 4])
         .encode(x="v:Q", y="v:Q")
     )

@@ -1,8 +1,9 @@
-"""Seed 002's inputs, as printed in its notebook, so its tables can be reproduced exactly.
+"""The published ResNet-18 / CIFAR-10 DataParallel scaling study's inputs, so its tables can be reproduced.
 
-Epoch times are its In[76] table (second epoch, seconds, from wandb `_timestamp`); the batch size
-8192 runs did not fit on its GPUs and are left out, as in the seed. `N_PARAMS` is its printed
-ResNet-18 parameter count and `DATASET_SIZE` the CIFAR-10 training split.
+Why kept as data: `tracecore model scaling --reference-study` checks the scaling model against the
+study's printed numbers. Epoch times are its In[76] table (second epoch, seconds, from wandb
+`_timestamp`); the batch size 8192 runs did not fit on its GPUs and are left out, as in the study.
+`N_PARAMS` is its printed ResNet-18 parameter count and `DATASET_SIZE` the CIFAR-10 training split.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ EPOCH_TIMES_S: dict[tuple[int, int], float] = {
 
 
 def epoch_times() -> pl.DataFrame:
-    """The seed's (gpus, batch_size, epoch_time_s) table."""
+    """The study's (gpus, batch_size, epoch_time_s) table."""
     import polars as pl
 
     return pl.DataFrame(

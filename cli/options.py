@@ -1,0 +1,66 @@
+"""The options the commands share, declared once: dataset, runs, format, output file, row limit, figure.
+
+Why one module: a user learns `--data`, `--run`, `--format`, `--out` and `--limit` once and they mean
+the same on every command, with the same help and defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from tracecore.cli.output import Format
+
+DATASET_DEFAULT = "$TRACECORE_DATA or ./tracecore-data"
+
+
+def _dataset(value: Path | None) -> Path:
+    """The dataset directory, by the rule's one owner when the option is not given."""
+    from tracecore.ingest.layout import default_data_dir
+
+    return value if value is not None else default_data_dir()
+
+
+def _runs(value: list[str] | None) -> list[str] | None:
+    """Repeated and comma-separated run names as one list; None (every run) when none is given."""
+    return [r.strip() for item in value or [] for r in item.split(",") if r.strip()] or None
+
+
+def _figure(value: Path | None) -> Path | None:
+    """Refuse a figure format `render.save` cannot write before any work is done."""
+    from tracecore.errors import UsageError
+    from tracecore.figures.render import check_suffix
+
+    try:
+        return None if value is None else check_suffix(value)
+    except UsageError as err:
+        raise typer.BadParameter(str(err)) from None
+
+
+Dataset = Annotated[
+    Path | None,
+    typer.Option("--data", help="Dataset directory.", callback=_dataset, show_default=DATASET_DEFAULT),
+]
+DatasetOut = Annotated[
+    Path | None,
+    typer.Option("--out", "-o", help="Dataset directory.", callback=_dataset, show_default=DATASET_DEFAULT),
+]
+Runs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--run",
+        "--runs",
+        "-r",
+        callback=_runs,
+        help="Run to include (repeat, or comma-separated).",
+        show_default="every run",
+    ),
+]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+Out = Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")]
+Limit = Annotated[int | None, typer.Option("--limit", "-n", min=0, help="At most N rows.")]
+Figure = Annotated[
+    Path | None,
+    typer.Option("--figure", callback=_figure, help="Also save the figure: .png, .svg, .html or .json."),
+]

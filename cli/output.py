@@ -1,0 +1,150 @@
+"""Every result the CLI prints or writes: one `Format`, one terminal table, CSV/JSON/Parquet writers.
+
+Why one module: `query`, `sql`, `read`, `model` and `demo` print the same kinds of table, so they share
+one renderer and one NaN/decimal rule (`tracecore.json_values`); pyarrow and rich load only when used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+import sys
+from collections.abc import Iterable
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import typer
+
+from tracecore.errors import UsageError
+from tracecore.figures.render import save
+from tracecore.json_values import json_rows
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from tracecore.models.tasks import ModelResult
+
+TABLE_ROWS = 50  # rows `--format table` shows when no --limit is given
+
+
+Format = StrEnum("Format", ["table", "csv", "json", "parquet"])  # values are the names: --format csv
+
+
+def check_destination(fmt: Format, out: Path | None) -> None:
+    """Refuse Parquet to a terminal before any work is done: it is binary."""
+    if fmt is Format.parquet and out is None:
+        raise UsageError("parquet output is binary: give --out FILE.parquet")
+
+
+def emit(table: pa.Table, fmt: Format, out: Path | None, limit: int | None = None) -> None:
+    """Print or write one result (`query`, `sql`); `table` shows TABLE_ROWS rows unless `limit` says."""
+    table = table if limit is None else table.slice(0, limit)
+    if fmt is Format.table:
+        with _sink(out) as sink:
+            sink.write(render(table, limit if limit is not None else TABLE_ROWS))
+    else:
+        write_batches(table.schema, table.to_batches(), fmt, out)
+    if out is not None:
+        typer.echo(f"wrote {table.num_rows} rows to {out}", err=True)
+
+
+def emit_model(result: ModelResult, fmt: Format, out: Path | None, figure: Path | None) -> None:
+    """A model's titled tables (all as tables, or JSON by title; CSV/Parquet the first), note and chart."""
+    tables = [(title, frame.to_arrow()) for title, frame in result.tables]
+    if fmt is Format.table:
+        with _sink(out) as sink:
+            sink.write("".join(f"{title}\n{render(table, None)}\n" for title, table in tables))
+            sink.write(f"{result.note}\n" if result.note else "")
+    elif fmt is Format.json:
+        payload = {title: json_rows(table.to_pylist()) for title, table in tables}
+        with _sink(out) as sink:
+            sink.write(json.dumps(payload, indent=1, default=str, ensure_ascii=False, allow_nan=False) + "\n")
+    else:
+        write_batches(tables[0][1].schema, tables[0][1].to_batches(), fmt, out)
+    if figure is not None:
+        typer.echo(f"figure written to {save(result.chart(), figure)}", err=True)
+
+
+def write_batches(
+    schema: pa.Schema, batches: Iterable[pa.RecordBatch], fmt: Format, out: Path | None
+) -> None:
+    """Stream batches as CSV or JSON (to `out` or stdout) or Parquet (to `out`), complete, in flat memory."""
+    check_destination(fmt, out)
+    if fmt is Format.parquet:
+        import pyarrow.parquet as pq
+
+        with pq.ParquetWriter(out, schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+        return
+    write_text = {Format.csv: _write_csv, Format.json: _write_json}[fmt]  # `table` is each command's own
+    with _sink(out) as sink:
+        write_text(schema, batches, sink)
+
+
+def _sink(out: Path | None) -> contextlib.AbstractContextManager[TextIO]:
+    return contextlib.nullcontext(sys.stdout) if out is None else out.open("w", encoding="utf-8", newline="")
+
+
+def _write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: TextIO) -> None:
+    """CSV batch by batch; dictionary columns as their values, the header even when there are no rows."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    plain = pa.schema(
+        [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema]
+    )
+    tables = (pa.Table.from_batches([batch]).cast(plain) for batch in batches)
+    first = next(tables, plain.empty_table())  # no rows: still name the columns
+    for i, table in enumerate(itertools.chain([first], tables)):
+        buf = io.BytesIO()
+        pacsv.write_csv(table, buf, pacsv.WriteOptions(include_header=i == 0))
+        sink.write(buf.getvalue().decode("utf-8"))
+
+
+def _write_json(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: TextIO) -> None:
+    """A JSON array of row objects, written batch by batch."""
+    sep = "["
+    for batch in batches:
+        for row in json_rows(batch.to_pylist()):
+            sink.write(sep + json.dumps(row, default=str, ensure_ascii=False, allow_nan=False))
+            sep = ", "
+    sink.write("[]\n" if sep == "[" else "]\n")
+
+
+def render(table: pa.Table, limit_rows: int | None) -> str:
+    """A table for people: Rich grid, `limit_rows` rows at most with a note on what was left out."""
+    import pyarrow as pa
+    from rich.box import SIMPLE_HEAD
+    from rich.console import Console
+    from rich.table import Table
+
+    shown = table if limit_rows is None else table.slice(0, limit_rows)
+    rows = [[_cell(v) for v in row.values()] for row in shown.to_pylist()]
+    widths = [max([len(field.name), *(len(r[i]) for r in rows)]) for i, field in enumerate(table.schema)]
+    grid = Table(box=SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    for field in table.schema:
+        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+        grid.add_column(field.name, justify="right" if numeric else "left", no_wrap=True)
+    for row in rows:
+        grid.add_row(*row)
+    buf = io.StringIO()  # wide enough that no column is cut: read whole or piped, not squeezed into a tty
+    width = sum(widths) + 3 * len(widths) + 2
+    Console(file=buf, width=width, force_terminal=False, color_system=None).print(grid)
+    text = buf.getvalue()
+    if shown.num_rows < table.num_rows:
+        left = table.num_rows - shown.num_rows
+        text += f"… {left} more rows of {table.num_rows}; use --limit, --format csv or --out for all\n"
+    else:
+        text += f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}\n"
+    return text
+
+
+def _cell(value: object) -> str:
+    """Floats to 6 decimals as papers print them (0.054068, 111.5), tiny or huge ones to 6 digits."""
+    if not isinstance(value, float):
+        return "NULL" if value is None else str(value)
+    return f"{value:.6f}".rstrip("0").rstrip(".") if 1e-3 <= abs(value) < 1e12 else f"{value:.6g}"
