@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint system-deps kernels bench bench-captures clean
+.PHONY: demo test lint system-deps kernels bench bench-captures mutants clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -38,6 +38,11 @@ bench: $(STAMP) system-deps kernels
 	$(PY) -m bench.peers --data bench/data/iperf3-bulk_2GB_s128-none-0-tcp-normal-ring
 	$(PY) -m bench.peers --data bench/data/iperf3-bulk_2GB-none-0-tcp-normal-ring
 	$(PY) -m bench.views_perf
+
+# Mutation check: one-line bugs in queries/, the dedup rule and the reader kernel, each run against the
+# tests that cover it (bench/mutants.py); every mutant must be killed. Report: bench/results/mutants-latest.md.
+mutants: $(STAMP) kernels
+	$(PY) -m bench.mutants
 
 clean:
 	rm -rf $(VENV) dist build tracecore-data

@@ -4,8 +4,8 @@
 -- Why: the paper plots 10 ms means; a link that is idle 90% of the time and saturated the rest
 -- shows a flat 10% there. The same bytes binned at 100 µs, 1 ms, 10 ms and 100 ms show how the
 -- peak rate falls as bins widen while the mean stays put. Bins are multiples of the width since
--- the Unix epoch (as in `link_util`), from the one holding the run's (window's) first packet to the
--- one holding its last, and zero-filled: the mean divides by every bin, empty or not. One pass
+-- the Unix epoch (as in `link_util`), from the one holding the run's first packet (or the window's
+-- start) to the one holding its last packet (or the window's end − 1), and zero-filled: the mean divides by every bin, empty or not. One pass
 -- over the packets: bytes are binned at the greatest common divisor of the widths and rolled up.
 --
 -- Parameters:

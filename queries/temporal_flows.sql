@@ -3,8 +3,8 @@
 --
 -- Semantics: the notebook's temporal_flow.json, frame.len per directed TCP 4-tuple in 10 s bins,
 -- flows numbered in sorted 4-tuple order and coloured by bytes / max bytes. Fixed here: the bins
--- are anchored at the window start (the run's first packet) on a grid shared by every flow, not at
--- each flow's own first packet, so bins of different flows line up in time; times are integer
+-- sit on one grid shared by every flow (multiples of bin_ns since the Unix epoch, as in `link_util`),
+-- not at each flow's own first packet, so bins of different flows line up in time; times are integer
 -- UTC ns rather than local-time strings. Bins between a flow's first and last bin are zero-filled.
 --
 -- Parameters:

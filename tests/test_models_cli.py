@@ -126,7 +126,7 @@ def test_optimus_fit_on_a_real_ddp_log(tmp_path: Path) -> None:
     out = json.loads(_ok(["model", "optimus", "fit", str(DDP_LOG), "-f", "json", "--figure", str(figure)]))
     (row,) = out["Optimus loss fit against epochs"]
     assert row["n_points"] == 30
-    assert row["convergence_point"] is not None
+    assert row["convergence_point"] == 10  # as tests/test_models_optimus.py finds on the same log
     assert row["unit"] == "epoch"
     assert "vega" in figure.read_text()
 
