@@ -11,11 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
-from tests.test_ingest_support import copy_run, records, repeat_pcap
+from tests.test_ingest_support import copy_run, records, repeat_pcap, write_pcap
 from tracecore.errors import DatasetError
-from tracecore.ingest import ingest, open_catalog
+from tracecore.ingest import ingest, open_catalog, testpause
 from tracecore.ingest.lock import dataset_lock
 from tracecore.reader import CaptureReader
 from tracecore.sample import SAMPLE_RUN, sample_run
@@ -66,37 +67,125 @@ def big_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     return root, expect
 
 
-@pytest.mark.slow
-def test_sigkill_at_any_moment_then_rerun_completes(
-    big_runs: tuple[Path, dict[str, int]], tmp_path: Path
-) -> None:
-    root, expect = big_runs
-    out = tmp_path / "out"
-    start = time.monotonic()
-    proc = _cli(str(root), "--out", str(out), "--jobs", "1", "-q")
-    assert proc.wait(timeout=300) == 0, proc.stderr.read()
-    full = time.monotonic() - start
-    assert _consistent(out) == expect
-    for i, frac in enumerate((0.35, 0.55, 0.7, 0.8, 0.88, 0.94, 0.98)):
-        target = tmp_path / f"kill{i}"
-        fresh = i % 2 == 0  # even: first ingest killed; odd: a --force re-ingest over a complete dataset
-        if not fresh:
-            shutil.copytree(out, target)
-        proc = _cli(str(root), "--out", str(target), "--jobs", "1", "-q", *([] if fresh else ["--force"]))
-        time.sleep(full * frac)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-        if (target / "tracecore.duckdb").exists():
-            got = _consistent(target)  # old or new state, each run whole
-            assert fresh or got == expect
-        rerun = ingest([root], target, jobs=1)
-        assert not rerun.failed
-        assert _consistent(target) == expect
-        assert not (target / ".staging").exists()
-        on_disk = {p.relative_to(target).as_posix() for p in (target / "packets").rglob("*.parquet")}
-        con = open_catalog(target)
-        assert on_disk == {r[0] for r in con.execute("SELECT path FROM _files").fetchall()}
+def _snapshot(out: Path) -> dict[str, object] | None:
+    """What a reader of the dataset sees (None: no dataset); files it names must all be on disk.
+
+    Part file names are left out (an update numbers its parts after the old ones), and so are
+    the input's mtime and the ingest time: the rest must be exactly the old or the new state.
+    """
+    if not (out / "tracecore.duckdb").exists():
+        return None
+    con = open_catalog(out)
+    try:
+        files = con.execute("SELECT path FROM _files").fetchall()
+        assert all((out / p).is_file() for (p,) in files), "the catalog names a missing part file"
+        q = {
+            "packets": "SELECT run, worker, count(*), sum(ts_ns), sum(frame_len), count(src_ip)"
+            " FROM packets_all GROUP BY ALL ORDER BY ALL",
+            "files": "SELECT run, worker, file, rows FROM _files ORDER BY ALL",
+            "captures": "SELECT run, file, worker, size, checksum, status, packets, bytes, first_ts_ns,"
+            " last_ts_ns FROM captures ORDER BY ALL",
+            "workers": "SELECT run, worker, ip, packets, bytes, dup_rows FROM workers ORDER BY ALL",
+            "train_log": "SELECT count(*), sum(ts_ns) FROM train_log",
+        }
+        return {name: con.execute(sql).fetchall() for name, sql in q.items()}
+    finally:
         con.close()
+
+
+def _on_disk(out: Path) -> set[str]:
+    return {p.relative_to(out).as_posix() for p in (out / "packets").rglob("*.parquet")}
+
+
+def _named(out: Path) -> set[str]:
+    con = open_catalog(out)
+    try:
+        return {r[0] for r in con.execute("SELECT path FROM _files").fetchall()}
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def kill_states(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """The sample run, and the dataset an ingest gives before and after its worker-2 capture is
+    cut to its first 3000 records (a real capture, changed: the update re-reads that one file)."""
+    root = tmp_path_factory.mktemp("kill-states")
+    run = copy_run(root / "in")
+    header, recs = records(run / "worker-2-tcpdump.pcap")
+    old = root / "old"
+    assert not ingest([run], old, jobs=1).failed
+    write_pcap(run / "worker-2-tcpdump.pcap", header, recs[:3000])
+    new = root / "new"
+    assert not ingest([run], new, jobs=1).failed
+    states = {"run": run, "old_pcap": header + b"".join(recs), "old": _snapshot(old), "new": _snapshot(new)}
+    assert states["old"] != states["new"]
+    assert {w: n for _, w, n, *_ in states["new"]["packets"]}["W3"] == 3000
+    return states
+
+
+# (phase, update?): a fresh ingest has no old files to delete, so it never reaches `deleting`.
+KILLS = [(p, False) for p in testpause.PHASES if p != "deleting"] + [(p, True) for p in testpause.PHASES]
+
+
+@pytest.mark.parametrize(
+    ("phase", "update"), KILLS, ids=[f"{p}-{'update' if u else 'fresh'}" for p, u in KILLS]
+)
+def test_sigkill_in_each_phase_leaves_old_or_new_and_rerun_completes(
+    kill_states: dict, tmp_path: Path, phase: str, update: bool
+) -> None:
+    """The ingest stops at `phase` (testpause hook) and is SIGKILLed there: the dataset is exactly
+    the old state before the catalog rename and the new one after; the next ingest finishes it."""
+    run = tmp_path / "in" / kill_states["run"].name
+    shutil.copytree(kill_states["run"], run)
+    out = tmp_path / "out"
+    if update:  # the committed old state: the capture as it was, ingested
+        changed = (run / "worker-2-tcpdump.pcap").read_bytes()
+        (run / "worker-2-tcpdump.pcap").write_bytes(kill_states["old_pcap"])
+        assert not ingest([run], out, jobs=1).failed
+        (run / "worker-2-tcpdump.pcap").write_bytes(changed)
+        old_files = _named(out)
+    before = _snapshot(out)
+    assert before == (kill_states["old"] if update else None)
+    marker = tmp_path / "paused"
+    env = {**os.environ, "TRACECORE_TEST_PAUSE_AT": phase, "TRACECORE_TEST_PAUSE_MARKER": str(marker)}
+    proc = _cli(str(run), "--out", str(out), "--jobs", "1", "-q", env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert marker.is_file(), f"never paused at {phase}: exit {proc.poll()}"
+        assert marker.read_text() == f"{phase} {proc.pid}\n"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()  # a no-op once killed; stops a test that failed above
+        proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL  # killed while paused in the phase, not exited
+    stray = _on_disk(out) - (old_files if update else set())  # part files only the new state names
+    if phase == "reading":
+        assert any((out / ".staging").glob("*/*.parquet"))
+        assert not stray
+    if phase in ("placed", "draft"):
+        assert stray
+        assert list(out.glob(".tracecore.duckdb.tmp-*"))
+    committed = phase in ("committed", "deleting")
+    assert _snapshot(out) == (kill_states["new"] if committed else before)
+    if committed and update:
+        left = old_files - _named(out)  # files only the old catalog used: deleted after the commit
+        assert len(left) == 2
+        assert len(left & _on_disk(out)) == (2 if phase == "committed" else 1)
+    rerun = ingest([run], out, jobs=1)
+    assert not rerun.failed
+    assert _snapshot(out) == kill_states["new"]
+    assert not (out / ".staging").exists()
+    assert not list(out.glob(".tracecore.duckdb.tmp-*"))
+    assert _on_disk(out) == _named(out)
+    con = open_catalog(out)
+    try:
+        stored = con.sql("SELECT * FROM captures ORDER BY run, file").to_arrow_table()
+    finally:
+        con.close()
+    exported = pq.read_table(out / "tables" / "captures.parquet")
+    assert exported.sort_by([("run", "ascending"), ("file", "ascending")]).to_pylist() == stored.to_pylist()
 
 
 def test_second_ingest_into_the_same_dataset_is_refused_or_waits(tmp_path: Path) -> None:
@@ -226,45 +315,6 @@ def test_pool_failure_falls_back_to_one_process(
 
 def _staged(out: Path) -> bool:
     return any((out / ".staging").glob("*/*.parquet"))
-
-
-def _placed(out: Path) -> bool:
-    return not (out / "tracecore.duckdb").exists() and any((out / "packets").glob("*/*/*.parquet"))
-
-
-def _catalog_tmp(out: Path) -> bool:
-    return any(out.glob(".tracecore.duckdb.tmp-*"))
-
-
-def _committed(out: Path) -> bool:
-    return (out / "tracecore.duckdb").exists()
-
-
-@pytest.mark.slow
-def test_sigkill_in_each_phase_of_a_commit(big_runs: tuple[Path, dict[str, int]], tmp_path: Path) -> None:
-    """Killed the moment a phase is seen on disk: while staging, after placing, mid-catalog, after commit."""
-    root, expect = big_runs
-    fired = []
-    for i, (name, seen) in enumerate(
-        [("staged", _staged), ("placed", _placed), ("catalog_tmp", _catalog_tmp), ("committed", _committed)]
-    ):
-        out = tmp_path / f"o{i}"
-        proc = _cli(str(root), "--out", str(out), "--jobs", "1", "-q")
-        while proc.poll() is None and not seen(out):
-            time.sleep(0.0005)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            fired.append(name)
-        proc.wait(timeout=60)
-        if (out / "tracecore.duckdb").exists():
-            _consistent(out)
-        assert not ingest([root], out, jobs=1).failed
-        assert _consistent(out) == expect
-        on_disk = {p.relative_to(out).as_posix() for p in (out / "packets").rglob("*.parquet")}
-        con = open_catalog(out)
-        assert on_disk == {r[0] for r in con.execute("SELECT path FROM _files").fetchall()}
-        con.close()
-    assert len(fired) >= 3, fired  # the phases are short; nearly always all four are hit
 
 
 def test_ctrl_c_stops_promptly_and_keeps_the_old_state(

@@ -17,40 +17,36 @@ from tracecore.models import optimus
 from tracecore.models.loss_input import loss_points
 
 REPO = Path(__file__).resolve().parent.parent
-MATRIX = REPO / "bench" / "data" / "matrix_small"
 NORMAL_RUNS = 7
 
-# Slow when the matrix must be generated first (about 2 minutes, root, network namespaces).
+# Slow: the matrix is generated first (about 2 minutes, root, network namespaces).
 pytestmark = pytest.mark.slow
 
 runner = CliRunner()
 
 
-def _normal_runs() -> list[Path]:
-    if not MATRIX.is_dir():
-        return []
-    return [p for p in MATRIX.iterdir() if "-normal-" in p.name and (p / "train_history.log").is_file()]
+def _normal_runs(matrix: Path) -> list[Path]:
+    return [p for p in matrix.iterdir() if "-normal-" in p.name and (p / "train_history.log").is_file()]
 
 
 @pytest.fixture(scope="module")
-def matrix_small() -> Path:
-    """The bench matrix, generated here when absent (needs root for the network namespaces)."""
-    if len(_normal_runs()) < NORMAL_RUNS:
-        if os.geteuid() != 0:
-            pytest.fail(
-                f"{MATRIX} missing; generate it as root: python -m bench.make_captures --matrix small"
-            )
-        proc = subprocess.run(
-            [sys.executable, "-m", "bench.make_captures", "--matrix", "small"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(_normal_runs()) >= NORMAL_RUNS
-    return MATRIX
+def matrix_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bench matrix, generated into a tmp dir (needs root for the network namespaces)."""
+    if os.geteuid() != 0:
+        pytest.fail("generating the bench matrix needs root: python -m bench.make_captures --matrix small")
+    out = tmp_path_factory.mktemp("bench-data")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.make_captures", "--matrix", "small", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    matrix = out / "matrix_small"
+    assert len(_normal_runs(matrix)) == NORMAL_RUNS
+    return matrix
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +107,7 @@ def test_traffic_model_keeps_loss_runs_on_request(dataset: Path) -> None:
 def test_optimus_fit_on_bench_runs(matrix_small: Path) -> None:
     """Most short runs plateau within the 100-epoch cap; where one does not, None is what the curve says."""
     converged = {}
-    for run in sorted(_normal_runs()):
+    for run in sorted(_normal_runs(matrix_small)):
         points = loss_points(run / "train_history.log")
         k = points["epoch"].to_numpy()
         fit = optimus.fit_loss_curve(k, points["loss"].to_numpy())

@@ -6,14 +6,19 @@ They must decode every byte identically, the checkout must carry a current ahead
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from tracecore.errors import CaptureError
 from tracecore.reader import CaptureReader, aot, compiled
 from tracecore.sample import sample_run
+from tracecore.schema import PACKET_SCHEMA
+
+TOTAL_PACKETS = 18_249  # every packet of the corpus (1,222) and the sample (17,027) both kernels read
 
 
 @pytest.fixture
@@ -24,15 +29,18 @@ def fresh_choice() -> Iterator[None]:
     compiled.kernels.cache_clear()
 
 
-def _decode(path: Path) -> tuple[pa.Table, list[str], object]:
+def _decode(path: Path) -> tuple[pa.Table, list[str], tuple | None]:
+    """Every packet the reader yields (those before an error too), its warnings, and the error as
+    (type, message, offset, packets_read); anything but a CaptureError fails the test."""
     reader = CaptureReader(path, batch_rows=4096)  # many batches: refills and table resets too
     batches: list[pa.RecordBatch] = []
     error = None
     try:
-        batches = list(reader.batches())
-    except Exception as err:  # corrupt corpus files: the error must match as well
-        error = str(err)
-    return pa.Table.from_batches(batches) if batches else None, reader.warnings, error
+        for batch in reader.batches():
+            batches.append(batch)
+    except CaptureError as err:  # corrupt corpus files: the error must match as well
+        error = (type(err).__name__, str(err), err.offset, err.packets_read)
+    return pa.Table.from_batches(batches, schema=PACKET_SCHEMA), reader.warnings, error
 
 
 def test_the_checkout_runs_current_ahead_of_time_kernels(fresh_choice: None, monkeypatch) -> None:
@@ -51,21 +59,32 @@ def test_a_stale_build_falls_back_to_the_jit(fresh_choice: None, monkeypatch) ->
 def test_jit_and_ahead_of_time_kernels_decode_identically(
     corpus_dir: Path, fresh_choice: None, monkeypatch
 ) -> None:
-    files = sorted(
-        p for p in corpus_dir.iterdir() if p.suffix in (".pcap", ".pcapng", ".cap", ".gz", ".ntar")
-    )
-    files += sorted(sample_run().glob("*.pcap"))
-    assert len(files) > 40
+    with (corpus_dir / "MANIFEST.csv").open(newline="") as fh:
+        listed = [row["file"] for row in csv.DictReader(fh)]
+    on_disk = {p.name for p in corpus_dir.iterdir() if p.is_file()} - {"MANIFEST.csv", "README.md"}
+    assert sorted(listed) == sorted(on_disk)  # every corpus capture, each once
+    assert len(listed) == 61
+    files = [corpus_dir / name for name in listed]
+    files += [sample_run() / f"worker-{i}-tcpdump.pcap" for i in range(4)]
     monkeypatch.delenv("TRACECORE_JIT", raising=False)
     assert compiled.kernels().source == "aot"
     ahead = {f.name: _decode(f) for f in files}
     compiled.kernels.cache_clear()
     monkeypatch.setenv("TRACECORE_JIT", "1")
     assert compiled.kernels().source == "jit"
-    for f in files:
-        table, warnings, error = _decode(f)
-        a_table, a_warnings, a_error = ahead[f.name]
-        assert (error, warnings) == (a_error, a_warnings), f.name
-        assert (table is None) == (a_table is None), f.name
-        if table is not None:
-            assert table.equals(a_table), f.name
+    jit = {f.name: _decode(f) for f in files}
+    assert list(jit) == list(ahead) == [f.name for f in files]
+    for name, (table, warnings, error) in jit.items():
+        a_table, a_warnings, a_error = ahead[name]
+        assert (error, warnings) == (a_error, a_warnings), name
+        assert table.equals(a_table), name  # the packets before an error included
+    # what was compared: the corrupt files with the packets read before their error
+    errors = {name: (e[2], e[3], t.num_rows) for name, (t, _, e) in ahead.items() if e is not None}
+    assert errors == {
+        "libpcap__pcap-invalid-version-1.pcap": (4, 0, 0),
+        "libpcap__pcapng-invalid-vers-1.pcapng": (0, 0, 0),
+        "libpcap__shb-option-too-long.pcapng": (0, 0, 0),
+        "tcpdump__cfm_sender_id-oobr_pre-18d7f66.pcap": (74, 1, 1),
+        "tcpdump__kday1_pre-eabcd87.pcap": (222, 1, 1),
+    }
+    assert sum(t.num_rows for t, _, _ in ahead.values()) == TOTAL_PACKETS

@@ -1,9 +1,9 @@
 """Fuzzing: mutated and cut corpus files never crash or hang the reader, and it agrees with
 the dpkt oracle on every packet and on where it stops.
 
-Deterministic (seeded) and bounded: a fixed number of mutations under a time budget; a
-watchdog (faulthandler) turns a hang into a loud failure with tracebacks instead of a
-stuck run.
+Deterministic (seeded) and bounded: all MUTATIONS run (about 3 s on the 2-core dev machine)
+and the test counts them; a watchdog (faulthandler) turns a hang into a loud failure with
+tracebacks instead of a stuck run.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import faulthandler
 import gzip
 import random
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,7 +22,6 @@ from tracecore.reader import CaptureReader
 from tracecore.schema import PACKET_SCHEMA
 
 MUTATIONS = 2000
-BUDGET_S = 30.0
 WATCHDOG_S = 120
 
 
@@ -69,11 +67,8 @@ def test_mutated_corpus_matches_oracle(corpus_dir: Path, tmp_path: Path) -> None
     files = sorted(p for p in corpus_dir.iterdir() if p.suffix in (".pcap", ".pcapng"))
     originals = {p: p.read_bytes() for p in files}
     rng = random.Random(20261122)
-    start = time.monotonic()
-    done = 0
+    outcomes = {"not a capture": 0, "error": 0, "clean": 0}
     for i in range(MUTATIONS):
-        if time.monotonic() - start > BUDGET_S:
-            break
         source = rng.choice(files)
         data = mutate(rng, originals[source])
         path = tmp_path / f"m{i}.pcap"
@@ -84,6 +79,7 @@ def test_mutated_corpus_matches_oracle(corpus_dir: Path, tmp_path: Path) -> None
             assert (rows, error.offset) == ([], 0), where
             with pytest.raises(NotACaptureError):
                 oracle.read_records(path)
+            outcomes["not a capture"] += 1
             continue
         want = oracle.read_records(path)
         assert (error.offset if error else None) == (want.error.offset if want.error else None), where
@@ -92,8 +88,9 @@ def test_mutated_corpus_matches_oracle(corpus_dir: Path, tmp_path: Path) -> None
             assert error.packets_read == len(rows), where
             assert str(error).startswith(str(path)), where
         path.unlink()
-        done += 1
-    assert done >= 100, f"only {done} mutations within the budget"
+        outcomes["error" if error else "clean"] += 1
+    assert sum(outcomes.values()) == MUTATIONS, outcomes  # every mutation ran and was checked
+    assert min(outcomes.values()) >= 25, outcomes  # each way a mutated file can end is exercised
 
 
 @pytest.mark.usefixtures("watchdog")

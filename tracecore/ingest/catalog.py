@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from tracecore import views
 from tracecore.errors import DatasetError, UsageError
-from tracecore.ingest import lock
+from tracecore.ingest import lock, testpause
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.ingest.layout import CATALOG_NAME, TABLES_DIR, default_data_dir
 from tracecore.schema import PACKET_FIELDS
@@ -197,6 +197,7 @@ class CatalogDraft:
             self.con.close()
             self.con = None
         _fsync(self.tmp)
+        testpause.pause("draft")
         os.replace(self.tmp, self.final)
         self.tmp.with_name(self.tmp.name + ".wal").unlink(missing_ok=True)
         _fsync(self.root)

@@ -15,6 +15,8 @@ import shutil
 from pathlib import Path
 from urllib.parse import quote
 
+from tracecore.ingest import testpause
+
 CATALOG_NAME = "tracecore.duckdb"
 PACKETS_DIR = "packets"
 TABLES_DIR = "tables"
@@ -86,5 +88,6 @@ def fsync_dirs(out: Path, rels: list[str]) -> None:
 def delete(out: Path, rels: set[str]) -> None:
     for rel in rels:
         (out / rel).unlink(missing_ok=True)
+        testpause.pause("deleting")
     if rels and (out / PACKETS_DIR).is_dir():
         prune_empty(out / PACKETS_DIR)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracecore.errors import DatasetError, IngestCancelledError, TracecoreError
-from tracecore.ingest import executor, layout
+from tracecore.ingest import executor, layout, testpause
 from tracecore.ingest.control import IngestControl
 from tracecore.ingest.discover import CaptureFile, RunSource, discover
 from tracecore.ingest.fileid import file_id
@@ -280,6 +280,7 @@ def _read_all(
         for res in executor.run_tasks(tasks, procs, jobs, control, tick):
             results[res.index] = res
             bar.file_done()
+            testpause.pause("reading")
     return results
 
 
@@ -411,7 +412,9 @@ def _commit(
         for src, rel, link in moves:
             layout.place(out, src, rel, link)
         layout.fsync_dirs(out, [rel for _, rel, _ in moves])
+        testpause.pause("placed")
         summary.warnings += draft.get().commit(state)
+        testpause.pause("committed")
         export_tables(out, state)
     except (OSError, duckdb.Error) as err:  # disk full, permissions: the old state stays committed
         raise DatasetError(f"{out}: cannot write the dataset: {str(err).splitlines()[0]}") from err
