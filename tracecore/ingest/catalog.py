@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -53,6 +54,59 @@ DEDUP_RULE = """\
 
 def _lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+_IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_PART_PATH = re.compile(r"packets/run=[^/]+/worker=[^/]+/part-[0-9]+\.parquet")
+
+
+def _ident(name: str) -> str:
+    """A table name as a quoted identifier; why checked: names reach SQL text, so only tracecore's own
+    shape of name (lower-case word) passes, and the quotes keep it one identifier."""
+    if not _IDENT.fullmatch(name):
+        raise DatasetError(f"{name!r} is not a table name tracecore writes")
+    return f'"{name}"'
+
+
+def log_table_names() -> frozenset[str]:
+    """Tables the log parsers may add beyond the base ones: the only names `extra_tables` may hold."""
+    from tracecore import logs
+
+    logs._load_builtin_parsers()
+    return frozenset(p.table for p in logs.PARSERS) - set(BASE_SCHEMAS)
+
+
+def _extra_tables(meta: dict[str, str], path: Path) -> list[str]:
+    """`_meta.extra_tables`, checked: why: a catalog may come from someone else, and these names are
+    read as tables, so anything but a list of distinct log-parser table names is refused."""
+    text = meta.get("extra_tables", "[]")
+    try:
+        names = json.loads(text)
+    except ValueError:
+        names = None
+    known = log_table_names()
+    if (
+        not isinstance(names, list)
+        or not all(isinstance(n, str) and n in known for n in names)
+        or len(set(names)) != len(names)
+    ):
+        raise DatasetError(
+            f"{path}: _meta.extra_tables {text[:200]!r} names something that is not a table tracecore "
+            f"writes ({', '.join(sorted(known))}); this catalog was not written by tracecore: "
+            "re-ingest the captures into a new --out"
+        )
+    return names
+
+
+def _check_part_paths(paths: list[str], path: Path) -> None:
+    """Why: the views read the files `_files` names, so a received catalog may name only part files
+    inside its own packets/ folder."""
+    for rel in paths:
+        if not isinstance(rel, str) or not _PART_PATH.fullmatch(rel) or "/../" in f"/{rel}/":
+            raise DatasetError(
+                f"{path}: _files names {rel!r}, which is not a part file under packets/; this catalog "
+                "was not written by tracecore: re-ingest the captures into a new --out"
+            )
 
 
 def views_fingerprint() -> str:
@@ -132,7 +186,7 @@ def fill_catalog(con: duckdb.DuckDBPyConnection, state: State, root: Path) -> No
     """The tables, `_meta` and the packet views of `state` (over the part files under `root`)."""
     for name, table in state.tables.items():
         con.register("_incoming", table)
-        con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _incoming')
+        con.execute(f"CREATE OR REPLACE TABLE {_ident(name)} AS SELECT * FROM _incoming")
         con.unregister("_incoming")
     meta = {
         "format_version": FORMAT_VERSION,
@@ -272,14 +326,15 @@ def load_state(out: Path) -> State:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     try:
         meta = dict(con.execute("SELECT key, value FROM _meta").fetchall())
-        names = [*BASE_SCHEMAS, *json.loads(meta.get("extra_tables", "[]"))]
+        names = [*BASE_SCHEMAS, *_extra_tables(meta, path)]
         tables = {}
         for name in names:
-            table = con.sql(f'SELECT * FROM "{name}"').to_arrow_table()
+            table = con.sql(f"SELECT * FROM {_ident(name)}").to_arrow_table()
             schema = BASE_SCHEMAS.get(name)
             tables[name] = _conform(table, schema) if schema is not None else table
+        _check_part_paths(tables["_files"]["path"].to_pylist(), path)
         return State(tables=tables, next_part=int(meta.get("next_part", "0")))
-    except (duckdb.Error, KeyError, ValueError) as err:
+    except (duckdb.Error, pa.ArrowException, KeyError, ValueError) as err:
         raise DatasetError(
             f"{path}: the catalog is unreadable ({str(err).splitlines()[0]}); "
             "re-ingest into a new --out, or delete it and run `tracecore ingest --force`"
