@@ -1,7 +1,8 @@
 """`tracecore sql "SELECT …"`: ad hoc SQL over the dataset's catalog, with every view available.
 
-The catalog is opened read-only, so a query cannot change the dataset. Output formats are those
-of `tracecore query`.
+The catalog is opened read-only and the connection locked down (one SELECT or EXPLAIN, only the
+dataset's part files readable), so a query cannot change the dataset; `--unsafe` lifts that.
+Output formats are those of `tracecore query`.
 """
 
 from __future__ import annotations
@@ -27,14 +28,21 @@ def sql(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", "-n", min=0, help="At most N rows.")] = None,
     data: DataDir = None,
+    unsafe: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe",
+            help="DuckDB's full power (COPY, ATTACH, SET, other files, extensions): for your own data only.",
+        ),
+    ] = False,
 ) -> None:
     """Run SQL over the catalog, e.g. "SELECT * FROM link_util(bin_ns := 1000000) LIMIT 5"."""
     from tracecore import query as q
     from tracecore.ingest import open_catalog
 
-    con = open_catalog(data if data is not None else default_data_dir(), read_only=True)
+    con = open_catalog(data if data is not None else default_data_dir(), read_only=True, unsafe=unsafe)
     try:
-        table = q.run_sql(con, statement)
+        table = q.run_sql(con, statement, unsafe=unsafe)
     finally:
         con.close()
     emit(table, fmt.value, out, limit)

@@ -186,11 +186,22 @@ def run_view(
     return run_sql(con, sql, values)
 
 
-def run_sql(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any] | None = None) -> pa.Table:
-    """Any SQL over the catalog as an Arrow table; DuckDB's errors become one-line UsageErrors."""
+READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
+
+
+def run_sql(
+    con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any] | None = None, *, unsafe: bool = False
+) -> pa.Table:
+    """Any SQL over the catalog as an Arrow table; DuckDB's errors become one-line UsageErrors.
+
+    Only one SELECT or EXPLAIN statement runs unless `unsafe`: why: DuckDB's settings cannot stop a
+    COPY over a file the query may read (a part file), and a string may hold several statements.
+    """
     import duckdb
 
     try:
+        if not unsafe:
+            _check_read_only(duckdb.extract_statements(sql))
         rel = con.sql(sql, params=values or None)
     except duckdb.Error as err:
         raise UsageError(_first_line(err)) from err
@@ -200,6 +211,16 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any] | N
         return rel.to_arrow_table()
     except duckdb.Error as err:
         raise UsageError(_first_line(err)) from err
+
+
+def _check_read_only(statements: list) -> None:
+    kinds = [st.type.name for st in statements]
+    if len(kinds) != 1 or kinds[0] not in READ_ONLY_STATEMENTS:
+        got = " + ".join(kinds) or "nothing"
+        raise UsageError(
+            f"only one read-only query (SELECT, EXPLAIN) runs here, got {got}; "
+            "for DuckDB's full power on your own data use `tracecore sql --unsafe`"
+        )
 
 
 def _first_line(err: Exception) -> str:

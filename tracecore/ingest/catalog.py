@@ -376,12 +376,15 @@ def _meta_of(path: Path) -> dict[str, str]:
         con.close()
 
 
-def open_catalog(data_dir: Path | str | None = None, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+def open_catalog(
+    data_dir: Path | str | None = None, read_only: bool = True, *, unsafe: bool = False
+) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection to a dataset with every view ready, from any cwd, even after a move.
 
     When the views were made for another root (the dataset was moved or copied) or an older
     queries/, they are rebuilt in place under the dataset lock; if that is not possible (another
-    ingest is running, read-only media) the catalog is rebuilt in memory instead.
+    ingest is running, read-only media) the catalog is rebuilt in memory instead. The connection is
+    locked down (see `lock_down`) unless `unsafe`: a dataset may come from someone else.
     """
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     path = root / CATALOG_NAME
@@ -396,11 +399,63 @@ def open_catalog(data_dir: Path | str | None = None, read_only: bool = True) -> 
     if stale and not _refresh_in_place(root):
         con = duckdb.connect()
         write_catalog(con, load_state(root), root)
-        return con
+    else:
+        try:
+            con = attach(path, read_only)
+        except duckdb.Error as err:
+            raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
+    if not unsafe:
+        try:
+            lock_down(con, root)
+        except BaseException:
+            con.close()
+            raise
+    return con
+
+
+def lock_down(con: duckdb.DuckDBPyConnection, root: Path) -> None:
+    """Only the dataset's own part files are readable; nothing can be written, attached, installed
+    or reconfigured. Why: the catalog's views and `tracecore sql` run SQL that may come from someone
+    else, and a query must not be able to damage the dataset or reach other files or the network.
+    Memory is bounded (`query_memory_limit`) and spills to a temporary folder of this process."""
     try:
-        return attach(path, read_only)
+        files = [row[0] for row in con.execute("SELECT path FROM _files").fetchall()]
     except duckdb.Error as err:
-        raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
+        raise DatasetError(f"{root / CATALOG_NAME}: the catalog is unreadable ({_first(err)})") from err
+    _check_part_paths(files, root / CATALOG_NAME)
+    con.execute("SET allowed_paths = $paths", {"paths": [str(root / f) for f in files]})
+    con.execute("SET memory_limit = $limit", {"limit": query_memory_limit()})
+    con.execute("SET temp_directory = $dir", {"dir": spill_dir()})
+    con.execute("SET enable_external_access = false")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET lock_configuration = true")
+
+
+def query_memory_limit() -> str:
+    """$TRACECORE_MEMORY_LIMIT (DuckDB's syntax, e.g. 4GB), else half the machine's memory: why: a
+    query that needs more spills to disk or fails with a message, instead of swapping the machine."""
+    limit = os.environ.get("TRACECORE_MEMORY_LIMIT")
+    if limit:
+        return limit
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return "4GB"
+    return f"{max(total // 2, 256 << 20) >> 20}MiB"
+
+
+def spill_dir() -> str:
+    """A temporary folder of this process for DuckDB's spill files (DuckDB removes it on close):
+    why not DuckDB's default: that is `.tmp` in the current directory, which may not be writable."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"tracecore-spill-{os.getpid()}")
+
+
+def _first(err: BaseException) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
 
 
 def _refresh_in_place(root: Path) -> bool:
