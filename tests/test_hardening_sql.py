@@ -13,6 +13,7 @@ import pytest
 
 from tests.test_ingest_support import copy_run
 from tracecore.ingest import ingest, open_catalog
+from tracecore.ingest.lock import dataset_lock
 from tracecore.sample import SAMPLE_RUN
 
 REPO = Path(__file__).resolve().parent.parent
@@ -134,18 +135,16 @@ def test_library_connection_is_locked_unless_unsafe(dataset: Path) -> None:
 
 
 def test_moved_dataset_is_locked_too(dataset: Path, tmp_path: Path) -> None:
-    """The views rebuilt for a new root (in place or in memory) read the moved files, and only them."""
+    """The views rebuilt in memory for a new root (another ingest holds the lock) read the moved
+    files, and only them."""
     moved = tmp_path / "moved"
     shutil.move(dataset, moved)
-    (moved / "tracecore.duckdb").chmod(0o444)
-    moved.chmod(0o555)  # not writable: the catalog is rebuilt in memory
-    try:
+    with dataset_lock(moved):
         con = open_catalog(moved)
         try:
+            assert con.execute("SELECT current_database()").fetchone() == ("memory",)
             assert con.execute("SELECT count(*) FROM packets").fetchone() == (SAMPLE_PACKETS,)
             with pytest.raises(duckdb.Error, match="locked"):
                 con.execute("SET enable_external_access = true")
         finally:
             con.close()
-    finally:
-        moved.chmod(0o755)

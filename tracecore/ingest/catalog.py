@@ -397,32 +397,64 @@ def open_catalog(
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     stale = meta.get("root") != str(root) or meta.get("views_fingerprint") != views_fingerprint()
     if stale and not _refresh_in_place(root):
+        state = load_state(root)
         con = duckdb.connect()
-        write_catalog(con, load_state(root), root)
+        try:
+            write_catalog(con, state, root)
+        except duckdb.Error as err:
+            con.close()
+            _part_files_exist(state, root)
+            raise DatasetError(f"{path}: cannot rebuild the views: {_first(err)}") from err
     else:
         try:
             con = attach(path, read_only)
         except duckdb.Error as err:
             raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
-    if not unsafe:
-        try:
-            lock_down(con, root)
-        except BaseException:
-            con.close()
-            raise
+    try:
+        files = _part_files(con, root)
+        if not unsafe:
+            lock_down(con, root, files)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
-def lock_down(con: duckdb.DuckDBPyConnection, root: Path) -> None:
+def _part_files_exist(state: State, root: Path) -> None:
+    """Raises `_part_files`'s message when a part file of `state` is missing."""
+    con = duckdb.connect()
+    try:
+        con.register("_files", state.tables["_files"])
+        _part_files(con, root)
+    finally:
+        con.close()
+
+
+def _part_files(con: duckdb.DuckDBPyConnection, root: Path) -> list[str]:
+    """The part files the catalog names, checked to lie under packets/ and to exist: why: a missing
+    one otherwise surfaces as DuckDB's raw IO error in the middle of a query."""
+    try:
+        rows = con.execute("SELECT path, run, file FROM _files ORDER BY path").fetchall()
+    except duckdb.Error as err:
+        raise DatasetError(f"{root / CATALOG_NAME}: the catalog is unreadable ({_first(err)})") from err
+    _check_part_paths([path for path, _, _ in rows], root / CATALOG_NAME)
+    missing = [(path, run, file) for path, run, file in rows if not (root / path).is_file()]
+    if missing:
+        path, run, file = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise DatasetError(
+            f"{root / path}: a part file of the dataset is missing{more}; `tracecore ingest` of run "
+            f"{run!r} (capture {file}) into {root} reads that capture again"
+        )
+    return [path for path, _, _ in rows]
+
+
+def lock_down(con: duckdb.DuckDBPyConnection, root: Path, files: list[str]) -> None:
     """Only the dataset's own part files are readable; nothing can be written, attached, installed
     or reconfigured. Why: the catalog's views and `tracecore sql` run SQL that may come from someone
     else, and a query must not be able to damage the dataset or reach other files or the network.
-    Memory is bounded (`query_memory_limit`) and spills to a temporary folder of this process."""
-    try:
-        files = [row[0] for row in con.execute("SELECT path FROM _files").fetchall()]
-    except duckdb.Error as err:
-        raise DatasetError(f"{root / CATALOG_NAME}: the catalog is unreadable ({_first(err)})") from err
-    _check_part_paths(files, root / CATALOG_NAME)
+    Memory is bounded (`query_memory_limit`) and spills to a temporary folder of this process.
+    `files`: the part files (relative to `root`), checked by `_part_files`."""
     con.execute("SET allowed_paths = $paths", {"paths": [str(root / f) for f in files]})
     con.execute("SET memory_limit = $limit", {"limit": query_memory_limit()})
     con.execute("SET temp_directory = $dir", {"dir": spill_dir()})

@@ -15,6 +15,8 @@ import shutil
 from pathlib import Path
 from urllib.parse import quote
 
+from tracecore.ingest.fileid import file_id
+
 CATALOG_NAME = "tracecore.duckdb"
 PACKETS_DIR = "packets"
 TABLES_DIR = "tables"
@@ -29,6 +31,30 @@ def default_data_dir() -> Path:
 def partition(run: str, worker: str) -> str:
     """Relative hive folder of one worker; DuckDB and Polars both decode the %-escapes."""
     return f"{PACKETS_DIR}/run={quote(run, safe='-_.+,@~')}/worker={quote(worker, safe='-_.+,@~')}"
+
+
+def part_id(path: Path) -> tuple[int | None, str | None]:
+    """(size, checksum) of a part file as it is now; (None, None) when it cannot be read."""
+    try:
+        fid = file_id(path)
+    except OSError:
+        return None, None
+    return fid.size, fid.checksum
+
+
+def part_changed(out: Path, part: dict) -> str | None:
+    """How a committed part file differs from what ingest wrote ('deleted', 'changed'), or None.
+
+    Why: the part files are plain files anyone can overwrite or delete (`tracecore sql --unsafe`,
+    a cleanup script); an ingest that trusted them would call the capture unchanged forever.
+    Parts of older datasets (no size recorded) are only checked to exist.
+    """
+    size, checksum = part_id(out / part["path"])
+    if size is None:
+        return "deleted or unreadable"
+    if part.get("size") is not None and (size, checksum) != (part["size"], part.get("checksum")):
+        return "changed"
+    return None
 
 
 def recover(out: Path, referenced: set[str]) -> int:
