@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from tracecore import views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import lock
-from tracecore.ingest.layout import CATALOG_NAME, TABLES_DIR, default_data_dir
+from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir
 from tracecore.ingest.tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.schema import PACKET_FIELDS
 
@@ -182,8 +182,11 @@ def install_views(con: duckdb.DuckDBPyConnection) -> list[str]:
     return []
 
 
-def fill_catalog(con: duckdb.DuckDBPyConnection, state: State, root: Path) -> None:
-    """The tables, `_meta` and the packet views of `state` (over the part files under `root`)."""
+def fill_catalog(
+    con: duckdb.DuckDBPyConnection, state: State, root: Path, state_files: str | None = None
+) -> None:
+    """The tables, `_meta` and the packet views of `state` (over the part files under `root`);
+    `state_files`: `write_state`'s record of ingest's own copy of the tables, kept in `_meta`."""
     for name, table in state.tables.items():
         con.register("_incoming", table)
         con.execute(f"CREATE OR REPLACE TABLE {_ident(name)} AS SELECT * FROM _incoming")
@@ -195,6 +198,8 @@ def fill_catalog(con: duckdb.DuckDBPyConnection, state: State, root: Path) -> No
         "next_part": str(state.next_part),
         "extra_tables": json.dumps(sorted(set(state.tables) - set(BASE_SCHEMAS))),
     }
+    if state_files is not None:
+        meta["state"] = state_files
     con.execute("CREATE OR REPLACE TABLE _meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     con.executemany("INSERT INTO _meta VALUES (?, ?)", list(meta.items()))
     files = sorted(state.tables["_files"]["path"].to_pylist())
@@ -245,7 +250,8 @@ class CatalogDraft:
         """Fill in `state`, make the file durable and rename it into place (the commit point)."""
         assert self.con is not None
         try:
-            fill_catalog(self.con, state, self.root)
+            generation, record = write_state(self.root, state)
+            fill_catalog(self.con, state, self.root, record)
             self.con.execute("CHECKPOINT")
         finally:
             self.con.close()
@@ -254,6 +260,7 @@ class CatalogDraft:
         os.replace(self.tmp, self.final)
         self.tmp.with_name(self.tmp.name + ".wal").unlink(missing_ok=True)
         _fsync(self.root)
+        _sweep_state(self.root, keep=generation)
         return self.problems
 
     def abandon(self) -> None:
@@ -315,6 +322,80 @@ def export_tables(out: Path, state: State) -> None:
         os.replace(tmp, tdir / f"{name}.parquet")
 
 
+_GENERATION = re.compile(r"[0-9a-f]{32}")
+
+
+def write_state(root: Path, state: State) -> tuple[str, str]:
+    """Ingest's own copy of the tables, `OUT/.state/<generation>/<table>.parquet`; returns the
+    generation and the record `_meta.state` keeps (generation, SHA-256 of each file).
+
+    Why: the catalog is a DuckDB file anyone can open read-write, so the next ingest reads the tables
+    it carries forward from these files, checked against the digests, never from the catalog's tables:
+    a row inserted by hand does not survive an ingest. A new folder per commit keeps the committed
+    catalog's copy intact until the rename; older ones are swept after it (`_sweep_state`).
+    """
+    import uuid
+
+    generation = uuid.uuid4().hex
+    folder = root / STATE_DIR / generation
+    folder.mkdir(parents=True)
+    digests = {}
+    for name, table in sorted(state.tables.items()):
+        _ident(name)  # a file name too: only tracecore's own table names
+        path = folder / f"{name}.parquet"
+        pq.write_table(table, path, compression="zstd")
+        digests[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        _fsync(path)
+    _fsync(folder)
+    _fsync(folder.parent)
+    return generation, json.dumps({"generation": generation, "tables": digests}, sort_keys=True)
+
+
+def _sweep_state(root: Path, keep: str) -> None:
+    """Remove the state folders of earlier commits (and of commits a crash cut short)."""
+    folder = root / STATE_DIR
+    for gen in folder.iterdir() if folder.is_dir() else ():
+        if gen.name != keep and _GENERATION.fullmatch(gen.name):
+            shutil.rmtree(gen, ignore_errors=True)
+
+
+def _read_state(out: Path, record: str, path: Path) -> dict[str, pa.Table]:
+    """The tables of `_meta.state`, each checked against its digest (see `write_state`)."""
+    try:
+        info = json.loads(record)
+        generation, digests = info["generation"], info["tables"]
+    except (ValueError, KeyError, TypeError):
+        generation, digests = None, None
+    if (
+        not isinstance(generation, str)
+        or not _GENERATION.fullmatch(generation)
+        or not isinstance(digests, dict)
+        or not set(BASE_SCHEMAS) <= set(digests)
+        or not set(digests) - set(BASE_SCHEMAS) <= log_table_names()
+    ):
+        raise DatasetError(
+            f"{path}: _meta.state {record[:200]!r} is not a record tracecore writes; this catalog was "
+            "not written by tracecore: re-ingest the captures into a new --out"
+        )
+    tables = {}
+    for name, digest in digests.items():
+        file = out / STATE_DIR / generation / f"{name}.parquet"
+        try:
+            data = file.read_bytes()
+        except OSError as err:
+            raise DatasetError(
+                f"{file}: ingest's copy of table {name} is unreadable ({err.strerror}); "
+                "run `tracecore ingest --force` with every run's captures to rebuild the dataset"
+            ) from err
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise DatasetError(
+                f"{file}: changed since ingest wrote it; run `tracecore ingest --force` with every "
+                "run's captures to rebuild the dataset"
+            )
+        tables[name] = pq.read_table(pa.BufferReader(data))
+    return tables
+
+
 def load_state(out: Path) -> State:
     """The committed state of a dataset, or an empty one when there is no catalog yet."""
     path = out / CATALOG_NAME
@@ -326,12 +407,14 @@ def load_state(out: Path) -> State:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     try:
         meta = dict(con.execute("SELECT key, value FROM _meta").fetchall())
-        names = [*BASE_SCHEMAS, *_extra_tables(meta, path)]
-        tables = {}
-        for name in names:
-            table = con.sql(f"SELECT * FROM {_ident(name)}").to_arrow_table()
-            schema = BASE_SCHEMAS.get(name)
-            tables[name] = _conform(table, schema) if schema is not None else table
+        extra = _extra_tables(meta, path)
+        if "state" in meta:  # ingest's own copy: what it wrote, whatever was done to the catalog
+            tables = _read_state(out, meta["state"], path)
+        else:  # a dataset made before that copy existed: its catalog's tables, this once
+            names = [*BASE_SCHEMAS, *extra]
+            tables = {name: con.sql(f"SELECT * FROM {_ident(name)}").to_arrow_table() for name in names}
+        for name, schema in BASE_SCHEMAS.items():
+            tables[name] = _conform(tables[name], schema)
         _check_part_paths(tables["_files"]["path"].to_pylist(), path)
         return State(tables=tables, next_part=int(meta.get("next_part", "0")))
     except (duckdb.Error, pa.ArrowException, KeyError, ValueError) as err:

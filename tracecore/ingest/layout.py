@@ -21,6 +21,7 @@ CATALOG_NAME = "tracecore.duckdb"
 PACKETS_DIR = "packets"
 TABLES_DIR = "tables"
 STAGING = ".staging"
+STATE_DIR = ".state"  # ingest's own copy of the small tables, one folder per commit (see catalog.py)
 
 
 def default_data_dir() -> Path:
