@@ -21,6 +21,7 @@ CATALOG_NAME = "tracecore.duckdb"
 PACKETS_DIR = "packets"
 TABLES_DIR = "tables"
 STAGING = ".staging"
+MARKER = ".tracecore-dataset"  # identifies a dataset: ingest writes only into one (or an empty folder)
 STATE_DIR = ".state"  # ingest's own copy of the small tables, one folder per commit (see catalog.py)
 
 
@@ -32,6 +33,36 @@ def default_data_dir() -> Path:
 def partition(run: str, worker: str) -> str:
     """Relative hive folder of one worker; DuckDB and Polars both decode the %-escapes."""
     return f"{PACKETS_DIR}/run={quote(run, safe='-_.+,@~')}/worker={quote(worker, safe='-_.+,@~')}"
+
+
+def claim(out: Path) -> None:
+    """Mark `out` as a tracecore dataset, or refuse it with a DatasetError.
+
+    Why: ingest deletes part files no catalog names and replaces tables/*.parquet, so pointed at a
+    folder of someone's own files it would destroy them. An empty folder (or one holding only the
+    lock file) becomes a dataset; one made before the marker existed (a catalog and packets/) is
+    recognised and marked; anything else is left untouched.
+    """
+    from tracecore.errors import DatasetError
+    from tracecore.ingest.lock import LOCK_NAME
+    from tracecore.ingest.tables import FORMAT_VERSION
+
+    marker = out / MARKER
+    if marker.is_file():
+        return
+    try:
+        names = {p.name for p in out.iterdir()} - {LOCK_NAME, f".{MARKER}.tmp"}
+        older = (out / CATALOG_NAME).is_file() and (out / PACKETS_DIR).is_dir()
+        if names and not older:
+            raise DatasetError(
+                f"{out}: not a tracecore dataset (no {MARKER}) and not empty; "
+                "give --out a new or empty folder, or an existing dataset"
+            )
+        tmp = out / f".{MARKER}.tmp"
+        tmp.write_text(f"tracecore dataset\nformat_version = {FORMAT_VERSION}\n")
+        os.replace(tmp, marker)
+    except OSError as err:
+        raise DatasetError(f"{out}: cannot use the dataset directory: {err.strerror or err}") from err
 
 
 def part_id(path: Path) -> tuple[int | None, str | None]:

@@ -72,6 +72,7 @@ def ingest(
     except OSError as err:
         raise DatasetError(f"{out}: cannot create the dataset directory: {err.strerror or err}") from err
     out = out.resolve()
+    layout.claim(out)
     jobs = jobs or os.cpu_count() or 1
     found = discover([Path(p) for p in paths])
     summary = IngestSummary(out, problems=list(found.problems), warnings=list(found.warnings))
