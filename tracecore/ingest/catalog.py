@@ -117,8 +117,9 @@ def views_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def packets_all_sql(root: Path, files: list[str]) -> str:
-    """Every stored packet row, with `run` and `worker` (hive keys) first."""
+def packets_all_sql(root: Path, files: list[str], runs: list[str] | None = None) -> str:
+    """Every stored packet row, with `run` and `worker` (hive keys) first; the folder names of `runs`
+    that were shortened to fit the file system (layout.partition_key) are mapped back to the names."""
     if not files:
         cols = ", ".join(
             f"NULL::{'VARCHAR' if pa.types.is_dictionary(f.type) else _DUCK_TYPES[f.type]} AS {f.name}"
@@ -126,8 +127,15 @@ def packets_all_sql(root: Path, files: list[str]) -> str:
         )
         return f"SELECT NULL::VARCHAR AS run, NULL::VARCHAR AS worker, {cols} WHERE false"
     paths = ", ".join(_lit(str(root / f)) for f in files)
+    from tracecore.ingest.layout import shortened_keys
+
+    long_names = sorted(shortened_keys(sorted(set(runs or ()))).items())
+    run = "run"
+    if long_names:
+        whens = " ".join(f"WHEN {_lit(key)} THEN {_lit(name)}" for key, name in long_names)
+        run = f"CASE run {whens} ELSE run END"
     return (
-        "SELECT run, worker, * EXCLUDE (run, worker) FROM read_parquet(["
+        f"SELECT {run} AS run, worker, * EXCLUDE (run, worker) FROM read_parquet(["
         + paths
         + "], hive_partitioning = true, hive_types = {'run': VARCHAR, 'worker': VARCHAR})"
     )
@@ -203,7 +211,8 @@ def fill_catalog(
     con.execute("CREATE OR REPLACE TABLE _meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     con.executemany("INSERT INTO _meta VALUES (?, ?)", list(meta.items()))
     files = sorted(state.tables["_files"]["path"].to_pylist())
-    con.execute("CREATE OR REPLACE VIEW packets_all AS " + packets_all_sql(root, files))
+    runs = state.tables["_files"]["run"].to_pylist()
+    con.execute("CREATE OR REPLACE VIEW packets_all AS " + packets_all_sql(root, files, runs))
     con.execute(packets_sql(state.rows("workers")))
 
 

@@ -30,9 +30,42 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("TRACECORE_DATA", "tracecore-data"))
 
 
+_SAFE = "-_.+,@~"
+KEY_MAX = 200  # bytes of an escaped partition value kept whole (file systems allow 255 per name)
+KEY_PREFIX = 180  # bytes of escaped prefix kept of a longer one, before "~" and the hash
+
+
 def partition(run: str, worker: str) -> str:
     """Relative hive folder of one worker; DuckDB and Polars both decode the %-escapes."""
-    return f"{PACKETS_DIR}/run={quote(run, safe='-_.+,@~')}/worker={quote(worker, safe='-_.+,@~')}"
+    return f"{PACKETS_DIR}/run={partition_key(run)}/worker={partition_key(worker)}"
+
+
+def partition_key(value: str) -> str:
+    """A partition folder's value: the %-escaped value, or when that is longer than KEY_MAX bytes,
+    the escaped prefix of whole characters that fits KEY_PREFIX, "~" and 16 hex digits of the
+    value's SHA-256. Why: any legal folder name (255 bytes) may triple once escaped; the full name
+    stays in the tables and the packets view maps the shortened one back (see `shortened_keys`)."""
+    escaped = quote(value, safe=_SAFE)
+    if len(escaped) <= KEY_MAX:
+        return escaped
+    prefix, size = [], 0
+    for char in value:
+        part = quote(char, safe=_SAFE)
+        if size + len(part) > KEY_PREFIX:
+            break
+        prefix.append(part)
+        size += len(part)
+    import hashlib
+
+    return "".join(prefix) + "~" + hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
+def shortened_keys(values: list[str]) -> dict[str, str]:
+    """{decoded folder value: full value} for the values `partition_key` shortened."""
+    from urllib.parse import unquote
+
+    keys = {value: partition_key(value) for value in values}
+    return {unquote(key): value for value, key in keys.items() if key != quote(value, safe=_SAFE)}
 
 
 def claim(out: Path) -> None:
