@@ -148,3 +148,19 @@ def test_moved_dataset_is_locked_too(dataset: Path, tmp_path: Path) -> None:
                 con.execute("SET enable_external_access = true")
         finally:
             con.close()
+
+
+def test_pivot_is_a_query(dataset: Path) -> None:
+    """DuckDB parses PIVOT into several statements; one that starts as a query still runs."""
+    sql = "PIVOT (SELECT worker, packets FROM workers) ON worker USING sum(packets)"
+    res = tracecore("sql", sql, "--format", "csv", "--data", str(dataset))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == '"W1","W2","W3","W4"\n4531,4170,4216,4110\n'
+
+
+def test_copy_of_a_pivot_over_a_part_file_is_refused(dataset: Path) -> None:
+    part = first_part(dataset)
+    before = part.read_bytes()
+    sql = f"COPY (PIVOT (SELECT worker, packets FROM workers) ON worker USING sum(packets)) TO '{part}'"
+    one_line_refusal(tracecore("sql", "/* PIVOT */ " + sql, "--data", str(dataset)))
+    assert part.read_bytes() == before

@@ -276,8 +276,17 @@ def run_sql(
         raise UsageError(_first_line(err)) from err
 
 
+_LEAD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.DOTALL)
+# DuckDB parses a PIVOT into several statements (type MULTI): read-only when the text starts as a query
+READ_ONLY_LEADS = ("PIVOT", "UNPIVOT", "SELECT", "WITH", "FROM", "VALUES")
+
+
 def _check_read_only(statements: list) -> None:
     kinds = [st.type.name for st in statements]
+    if kinds == ["MULTI"]:
+        lead = _LEAD.match(statements[0].query)
+        if lead is not None and lead.group(1).upper() in READ_ONLY_LEADS:
+            return
     if len(kinds) != 1 or kinds[0] not in READ_ONLY_STATEMENTS:
         got = " + ".join(kinds) or "nothing"
         raise UsageError(
