@@ -101,6 +101,11 @@ def print_summary(summary: IngestSummary) -> None:
             f"{c.input_bytes / 1e6:,.1f}",
             f"{c.seconds:.2f}",
         )
+    if not console.is_terminal:  # piped or logged: as wide as the names, never cut at 80 columns
+        from rich.measure import Measurement
+
+        wanted = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
+        console.width = max(console.width, wanted)
     console.print(table)
     for c in summary.captures:
         if c.message:

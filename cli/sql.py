@@ -1,7 +1,8 @@
 """`tracecore sql "SELECT …"`: ad hoc SQL over the dataset's catalog, with every view available.
 
-The catalog is opened read-only, so a query cannot change the dataset. Output formats are those
-of `tracecore query`.
+The catalog is opened read-only and the connection locked down (one SELECT or EXPLAIN, only the
+dataset's part files readable), so a query cannot change the dataset; `--unsafe` lifts that.
+Output formats are those of `tracecore query`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,15 @@ def sql(
     out: Out = None,
     limit: Limit = None,
     data: Dataset = None,
+    unsafe: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe",
+            help="DuckDB's full power (COPY, ATTACH, SET, other files, extensions): for your own data only.",
+        ),
+    ] = False,
 ) -> None:
     """Run SQL over the catalog, e.g. "SELECT * FROM link_util(bin_ns := 1000000) LIMIT 5"."""
     from tracecore.query import sql_dataset
 
-    emit(sql_dataset(data, statement), fmt, out, limit)
+    emit(sql_dataset(data, statement, unsafe=unsafe), fmt, out, limit)

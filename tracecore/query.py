@@ -167,6 +167,10 @@ def build_call(name: str, runs: list[str] | None, params: dict[str, Any]) -> tup
     for width in values.get("bins_ns") or []:
         if not (isinstance(width, int) and width > 0):
             raise UsageError(f"bins_ns must be positive whole numbers of ns, got {width!r}")
+    for key, value in values.items():  # DuckDB's BIGINT: a raw overflow error otherwise
+        if key.endswith("_ns") and any(abs(v) > MAX_NS for v in _ints(value)):
+            shown = _duration(value) if isinstance(value, int) else repr(value)
+            raise UsageError(f"{key} {shown} is too large: at most {MAX_NS:,} ns (about 292 years)")
     if runs and "runs" in names:
         values["runs"] = runs
     args = ", ".join(f"{k} := ${k}" for k in values)
@@ -182,14 +186,84 @@ def run_view(
     """Run one named view with parameters; unknown names, runs or parameters raise UsageError."""
     views.view_sql(name)  # unknown names: a message listing the views
     sql, values = build_call(name, check_runs(con, runs), params or {})
+    check_size(con, name, values)
     return run_sql(con, sql, values)
 
 
-def run_sql(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any] | None = None) -> pa.Table:
-    """Any SQL over the catalog as an Arrow table; DuckDB's errors become one-line UsageErrors."""
+MAX_NS = 2**63 - 1
+MAX_CELLS = 5_000_000  # time bins × worker pairs a binned view may build (~300 B each in DuckDB)
+
+
+def _ints(value: Any) -> list[int]:
+    items = value if isinstance(value, list) else [value]
+    return [v for v in items if isinstance(v, int) and not isinstance(v, bool)]
+
+
+def check_size(con: duckdb.DuckDBPyConnection, name: str, values: dict[str, Any]) -> None:
+    """Refuse a binned view whose grid (bins × worker pairs over the runs' spans) exceeds MAX_CELLS.
+
+    Why before running: DuckDB materialises the zero-filled grid, so `--bin 10us` on a 6.6 s run
+    took 2.4 GB and 1 ns would take 64 GiB; the estimate comes from the small tables in a few ms.
+    """
+    declared = {p.name: p for p in view_params(name)}
+    widths: list[int] = []
+    for key in ("bin_ns", "window_ns"):  # burstiness' bins_ns are counted, not built: no grid
+        if key in declared:
+            given = values.get(key)
+            widths += _ints(given if given is not None else int(declared[key].default))
+    if not widths or min(widths) <= 0:
+        return
+    width = min(widths)
+    runs = values.get("runs")
+    spans = con.execute(
+        "SELECT c.run, max(c.last_ts_ns) - min(c.first_ts_ns), any_value(w.n) FROM captures c "
+        "JOIN (SELECT run, count(*) AS n FROM workers GROUP BY run) w USING (run) "
+        "WHERE c.first_ts_ns IS NOT NULL GROUP BY c.run"
+    ).fetchall()
+    lo, hi = values.get("from_ns") or 0, values.get("to_ns")
+    cells, weighted, fixed, seconds = 0, 0, 0, 0.0
+    for run, span, workers in spans:
+        if runs and run not in runs:
+            continue
+        window = max((span if hi is None else min(hi, span)) - lo, 0)
+        pairs = max(workers * (workers - 1), 1)
+        cells += (window // width + 2) * pairs
+        weighted += window * pairs
+        fixed += 2 * pairs
+        seconds += window / 1e9
+    if cells <= MAX_CELLS:
+        return
+    fits = -(-weighted // max(MAX_CELLS - fixed, 1))
+    raise UsageError(
+        f"{name} with bin_ns = {_duration(width)} would produce about {cells:,} rows "
+        f"({seconds:.1f} s of traffic; at most {MAX_CELLS:,}); narrow it with --run, --from/--to, "
+        f"or a larger --bin (at least {_duration(fits)} here)"
+    )
+
+
+def _duration(ns: int) -> str:
+    for unit, size in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns >= size:
+            return f"{ns / size:.4g}{unit}"
+    return f"{ns}ns"
+
+
+READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
+
+
+def run_sql(
+    con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any] | None = None, *, unsafe: bool = False
+) -> pa.Table:
+    """Any SQL over the catalog as an Arrow table; DuckDB's errors become one-line UsageErrors.
+
+    Only one SELECT or EXPLAIN statement runs unless `unsafe`: why: DuckDB's settings cannot stop a
+    COPY over a file the query may read (a part file), and a string may hold several statements.
+    """
     import duckdb
 
     try:
+        if not unsafe:
+            _check_read_only(duckdb.extract_statements(sql))
         rel = con.sql(sql, params=values or None)
     except duckdb.Error as err:
         raise UsageError(_first_line(err)) from err
@@ -199,6 +273,25 @@ def run_sql(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any] | N
         return rel.to_arrow_table()
     except duckdb.Error as err:
         raise UsageError(_first_line(err)) from err
+
+
+_LEAD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.DOTALL)
+# DuckDB parses a PIVOT into several statements (type MULTI): read-only when the text starts as a query
+READ_ONLY_LEADS = ("PIVOT", "UNPIVOT", "SELECT", "WITH", "FROM", "VALUES")
+
+
+def _check_read_only(statements: list) -> None:
+    kinds = [st.type.name for st in statements]
+    if kinds == ["MULTI"]:
+        lead = _LEAD.match(statements[0].query)
+        if lead is not None and lead.group(1).upper() in READ_ONLY_LEADS:
+            return
+    if len(kinds) != 1 or kinds[0] not in READ_ONLY_STATEMENTS:
+        got = " + ".join(kinds) or "nothing"
+        raise UsageError(
+            f"only one read-only query (SELECT, EXPLAIN) runs here, got {got}; "
+            "for DuckDB's full power on your own data use `tracecore sql --unsafe`"
+        )
 
 
 def _first_line(err: Exception) -> str:
@@ -262,16 +355,19 @@ def query_dataset(
     return with_dataset(data_dir, lambda con: run_view(con, name, runs=runs, params=params))
 
 
-def sql_dataset(data_dir: Path, sql: str) -> pa.Table:
-    """Run any SQL over the dataset at `data_dir`, opened read-only so it cannot change the dataset."""
-    return with_dataset(data_dir, lambda con: run_sql(con, sql))
+def sql_dataset(data_dir: Path, sql: str, *, unsafe: bool = False) -> pa.Table:
+    """Run one query over the dataset at `data_dir`, locked down so it cannot change any file
+    (`unsafe`: DuckDB's full power, for a user's own data)."""
+    return with_dataset(data_dir, lambda con: run_sql(con, sql, unsafe=unsafe), unsafe=unsafe)
 
 
-def with_dataset(data_dir: Path, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+def with_dataset(
+    data_dir: Path, work: Callable[[duckdb.DuckDBPyConnection], T], *, unsafe: bool = False
+) -> T:
     """`work(con)` over the dataset at `data_dir`, opened read-only and closed whatever happens."""
     from tracecore.ingest import open_catalog
 
-    con = open_catalog(data_dir, read_only=True)
+    con = open_catalog(data_dir, read_only=True, unsafe=unsafe)
     try:
         return work(con)
     finally:

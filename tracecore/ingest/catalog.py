@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -29,7 +30,7 @@ from tracecore import views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import lock, testpause
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
-from tracecore.ingest.layout import CATALOG_NAME, TABLES_DIR, default_data_dir
+from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir
 from tracecore.schema import PACKET_FIELDS
 
 _DUCK_TYPES = {
@@ -55,6 +56,59 @@ def _lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_PART_PATH = re.compile(r"packets/run=[^/]+/worker=[^/]+/part-[0-9]+\.parquet")
+
+
+def _ident(name: str) -> str:
+    """A table name as a quoted identifier; why checked: names reach SQL text, so only tracecore's own
+    shape of name (lower-case word) passes, and the quotes keep it one identifier."""
+    if not _IDENT.fullmatch(name):
+        raise DatasetError(f"{name!r} is not a table name tracecore writes")
+    return f'"{name}"'
+
+
+def log_table_names() -> frozenset[str]:
+    """Tables the log parsers may add beyond the base ones: the only names `extra_tables` may hold."""
+    from tracecore import logs
+
+    logs._load_builtin_parsers()
+    return frozenset(p.table for p in logs.PARSERS) - set(BASE_SCHEMAS)
+
+
+def _extra_tables(meta: dict[str, str], path: Path) -> list[str]:
+    """`_meta.extra_tables`, checked: why: a catalog may come from someone else, and these names are
+    read as tables, so anything but a list of distinct log-parser table names is refused."""
+    text = meta.get("extra_tables", "[]")
+    try:
+        names = json.loads(text)
+    except ValueError:
+        names = None
+    known = log_table_names()
+    if (
+        not isinstance(names, list)
+        or not all(isinstance(n, str) and n in known for n in names)
+        or len(set(names)) != len(names)
+    ):
+        raise DatasetError(
+            f"{path}: _meta.extra_tables {text[:200]!r} names something that is not a table tracecore "
+            f"writes ({', '.join(sorted(known))}); this catalog was not written by tracecore: "
+            "re-ingest the captures into a new --out"
+        )
+    return names
+
+
+def _check_part_paths(paths: list[str], path: Path) -> None:
+    """Why: the views read the files `_files` names, so a received catalog may name only part files
+    inside its own packets/ folder."""
+    for rel in paths:
+        if not isinstance(rel, str) or not _PART_PATH.fullmatch(rel) or "/../" in f"/{rel}/":
+            raise DatasetError(
+                f"{path}: _files names {rel!r}, which is not a part file under packets/; this catalog "
+                "was not written by tracecore: re-ingest the captures into a new --out"
+            )
+
+
 def views_fingerprint() -> str:
     """Changes whenever a view file in queries/ or the catalog format changes."""
     h = hashlib.sha256(FORMAT_VERSION.encode())
@@ -63,8 +117,9 @@ def views_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def packets_all_sql(root: Path, files: list[str]) -> str:
-    """Every stored packet row, with `run` and `worker` (hive keys) first."""
+def packets_all_sql(root: Path, files: list[str], runs: list[str] | None = None) -> str:
+    """Every stored packet row, with `run` and `worker` (hive keys) first; the folder names of `runs`
+    that were shortened to fit the file system (layout.partition_key) are mapped back to the names."""
     if not files:
         cols = ", ".join(
             f"NULL::{'VARCHAR' if pa.types.is_dictionary(f.type) else _DUCK_TYPES[f.type]} AS {f.name}"
@@ -72,8 +127,15 @@ def packets_all_sql(root: Path, files: list[str]) -> str:
         )
         return f"SELECT NULL::VARCHAR AS run, NULL::VARCHAR AS worker, {cols} WHERE false"
     paths = ", ".join(_lit(str(root / f)) for f in files)
+    from tracecore.ingest.layout import shortened_keys
+
+    long_names = sorted(shortened_keys(sorted(set(runs or ()))).items())
+    run = "run"
+    if long_names:
+        whens = " ".join(f"WHEN {_lit(key)} THEN {_lit(name)}" for key, name in long_names)
+        run = f"CASE run {whens} ELSE run END"
     return (
-        "SELECT run, worker, * EXCLUDE (run, worker) FROM read_parquet(["
+        f"SELECT {run} AS run, worker, * EXCLUDE (run, worker) FROM read_parquet(["
         + paths
         + "], hive_partitioning = true, hive_types = {'run': VARCHAR, 'worker': VARCHAR})"
     )
@@ -128,11 +190,14 @@ def install_views(con: duckdb.DuckDBPyConnection) -> list[str]:
     return []
 
 
-def fill_catalog(con: duckdb.DuckDBPyConnection, state: State, root: Path) -> None:
-    """The tables, `_meta` and the packet views of `state` (over the part files under `root`)."""
+def fill_catalog(
+    con: duckdb.DuckDBPyConnection, state: State, root: Path, state_files: str | None = None
+) -> None:
+    """The tables, `_meta` and the packet views of `state` (over the part files under `root`);
+    `state_files`: `write_state`'s record of ingest's own copy of the tables, kept in `_meta`."""
     for name, table in state.tables.items():
         con.register("_incoming", table)
-        con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _incoming')
+        con.execute(f"CREATE OR REPLACE TABLE {_ident(name)} AS SELECT * FROM _incoming")
         con.unregister("_incoming")
     meta = {
         "format_version": FORMAT_VERSION,
@@ -141,10 +206,13 @@ def fill_catalog(con: duckdb.DuckDBPyConnection, state: State, root: Path) -> No
         "next_part": str(state.next_part),
         "extra_tables": json.dumps(sorted(set(state.tables) - set(BASE_SCHEMAS))),
     }
+    if state_files is not None:
+        meta["state"] = state_files
     con.execute("CREATE OR REPLACE TABLE _meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     con.executemany("INSERT INTO _meta VALUES (?, ?)", list(meta.items()))
     files = sorted(state.tables["_files"]["path"].to_pylist())
-    con.execute("CREATE OR REPLACE VIEW packets_all AS " + packets_all_sql(root, files))
+    runs = state.tables["_files"]["run"].to_pylist()
+    con.execute("CREATE OR REPLACE VIEW packets_all AS " + packets_all_sql(root, files, runs))
     con.execute(packets_sql(state.rows("workers")))
 
 
@@ -191,7 +259,8 @@ class CatalogDraft:
         """Fill in `state`, make the file durable and rename it into place (the commit point)."""
         assert self.con is not None
         try:
-            fill_catalog(self.con, state, self.root)
+            generation, record = write_state(self.root, state)
+            fill_catalog(self.con, state, self.root, record)
             self.con.execute("CHECKPOINT")
         finally:
             self.con.close()
@@ -201,6 +270,7 @@ class CatalogDraft:
         os.replace(self.tmp, self.final)
         self.tmp.with_name(self.tmp.name + ".wal").unlink(missing_ok=True)
         _fsync(self.root)
+        _sweep_state(self.root, keep=generation)
         return self.problems
 
     def abandon(self) -> None:
@@ -262,6 +332,80 @@ def export_tables(out: Path, state: State) -> None:
         os.replace(tmp, tdir / f"{name}.parquet")
 
 
+_GENERATION = re.compile(r"[0-9a-f]{32}")
+
+
+def write_state(root: Path, state: State) -> tuple[str, str]:
+    """Ingest's own copy of the tables, `OUT/.state/<generation>/<table>.parquet`; returns the
+    generation and the record `_meta.state` keeps (generation, SHA-256 of each file).
+
+    Why: the catalog is a DuckDB file anyone can open read-write, so the next ingest reads the tables
+    it carries forward from these files, checked against the digests, never from the catalog's tables:
+    a row inserted by hand does not survive an ingest. A new folder per commit keeps the committed
+    catalog's copy intact until the rename; older ones are swept after it (`_sweep_state`).
+    """
+    import uuid
+
+    generation = uuid.uuid4().hex
+    folder = root / STATE_DIR / generation
+    folder.mkdir(parents=True)
+    digests = {}
+    for name, table in sorted(state.tables.items()):
+        _ident(name)  # a file name too: only tracecore's own table names
+        path = folder / f"{name}.parquet"
+        pq.write_table(table, path, compression="zstd")
+        digests[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        _fsync(path)
+    _fsync(folder)
+    _fsync(folder.parent)
+    return generation, json.dumps({"generation": generation, "tables": digests}, sort_keys=True)
+
+
+def _sweep_state(root: Path, keep: str) -> None:
+    """Remove the state folders of earlier commits (and of commits a crash cut short)."""
+    folder = root / STATE_DIR
+    for gen in folder.iterdir() if folder.is_dir() else ():
+        if gen.name != keep and _GENERATION.fullmatch(gen.name):
+            shutil.rmtree(gen, ignore_errors=True)
+
+
+def _read_state(out: Path, record: str, path: Path) -> dict[str, pa.Table]:
+    """The tables of `_meta.state`, each checked against its digest (see `write_state`)."""
+    try:
+        info = json.loads(record)
+        generation, digests = info["generation"], info["tables"]
+    except (ValueError, KeyError, TypeError):
+        generation, digests = None, None
+    if (
+        not isinstance(generation, str)
+        or not _GENERATION.fullmatch(generation)
+        or not isinstance(digests, dict)
+        or not set(BASE_SCHEMAS) <= set(digests)
+        or not set(digests) - set(BASE_SCHEMAS) <= log_table_names()
+    ):
+        raise DatasetError(
+            f"{path}: _meta.state {record[:200]!r} is not a record tracecore writes; this catalog was "
+            "not written by tracecore: re-ingest the captures into a new --out"
+        )
+    tables = {}
+    for name, digest in digests.items():
+        file = out / STATE_DIR / generation / f"{name}.parquet"
+        try:
+            data = file.read_bytes()
+        except OSError as err:
+            raise DatasetError(
+                f"{file}: ingest's copy of table {name} is unreadable ({err.strerror}); "
+                "run `tracecore ingest --force` with every run's captures to rebuild the dataset"
+            ) from err
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise DatasetError(
+                f"{file}: changed since ingest wrote it; run `tracecore ingest --force` with every "
+                "run's captures to rebuild the dataset"
+            )
+        tables[name] = pq.read_table(pa.BufferReader(data))
+    return tables
+
+
 def load_state(out: Path) -> State:
     """The committed state of a dataset, or an empty one when there is no catalog yet."""
     path = out / CATALOG_NAME
@@ -273,14 +417,17 @@ def load_state(out: Path) -> State:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     try:
         meta = dict(con.execute("SELECT key, value FROM _meta").fetchall())
-        names = [*BASE_SCHEMAS, *json.loads(meta.get("extra_tables", "[]"))]
-        tables = {}
-        for name in names:
-            table = con.sql(f'SELECT * FROM "{name}"').to_arrow_table()
-            schema = BASE_SCHEMAS.get(name)
-            tables[name] = _conform(table, schema) if schema is not None else table
+        extra = _extra_tables(meta, path)
+        if "state" in meta:  # ingest's own copy: what it wrote, whatever was done to the catalog
+            tables = _read_state(out, meta["state"], path)
+        else:  # a dataset made before that copy existed: its catalog's tables, this once
+            names = [*BASE_SCHEMAS, *extra]
+            tables = {name: con.sql(f"SELECT * FROM {_ident(name)}").to_arrow_table() for name in names}
+        for name, schema in BASE_SCHEMAS.items():
+            tables[name] = _conform(tables[name], schema)
+        _check_part_paths(tables["_files"]["path"].to_pylist(), path)
         return State(tables=tables, next_part=int(meta.get("next_part", "0")))
-    except (duckdb.Error, KeyError, ValueError) as err:
+    except (duckdb.Error, pa.ArrowException, KeyError, ValueError) as err:
         raise DatasetError(
             f"{path}: the catalog is unreadable ({str(err).splitlines()[0]}); "
             "re-ingest into a new --out, or delete it and run `tracecore ingest --force`"
@@ -322,12 +469,15 @@ def _meta_of(path: Path) -> dict[str, str]:
         con.close()
 
 
-def open_catalog(data_dir: Path | str | None = None, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+def open_catalog(
+    data_dir: Path | str | None = None, read_only: bool = True, *, unsafe: bool = False
+) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection to a dataset with every view ready, from any cwd, even after a move.
 
     When the views were made for another root (the dataset was moved or copied) or an older
     queries/, they are rebuilt in place under the dataset lock; if that is not possible (another
-    ingest is running, read-only media) the catalog is rebuilt in memory instead.
+    ingest is running, read-only media) the catalog is rebuilt in memory instead. The connection is
+    locked down (see `lock_down`) unless `unsafe`: a dataset may come from someone else.
     """
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     path = root / CATALOG_NAME
@@ -340,13 +490,97 @@ def open_catalog(data_dir: Path | str | None = None, read_only: bool = True) -> 
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     stale = meta.get("root") != str(root) or meta.get("views_fingerprint") != views_fingerprint()
     if stale and not _refresh_in_place(root):
+        state = load_state(root)
         con = duckdb.connect()
-        write_catalog(con, load_state(root), root)
-        return con
+        try:
+            write_catalog(con, state, root)
+        except duckdb.Error as err:
+            con.close()
+            _part_files_exist(state, root)
+            raise DatasetError(f"{path}: cannot rebuild the views: {_first(err)}") from err
+    else:
+        try:
+            con = attach(path, read_only)
+        except duckdb.Error as err:
+            raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     try:
-        return attach(path, read_only)
+        files = _part_files(con, root)
+        if not unsafe:
+            lock_down(con, root, files)
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _part_files_exist(state: State, root: Path) -> None:
+    """Raises `_part_files`'s message when a part file of `state` is missing."""
+    con = duckdb.connect()
+    try:
+        con.register("_files", state.tables["_files"])
+        _part_files(con, root)
+    finally:
+        con.close()
+
+
+def _part_files(con: duckdb.DuckDBPyConnection, root: Path) -> list[str]:
+    """The part files the catalog names, checked to lie under packets/ and to exist: why: a missing
+    one otherwise surfaces as DuckDB's raw IO error in the middle of a query."""
+    try:
+        rows = con.execute("SELECT path, run, file FROM _files ORDER BY path").fetchall()
     except duckdb.Error as err:
-        raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
+        raise DatasetError(f"{root / CATALOG_NAME}: the catalog is unreadable ({_first(err)})") from err
+    _check_part_paths([path for path, _, _ in rows], root / CATALOG_NAME)
+    missing = [(path, run, file) for path, run, file in rows if not (root / path).is_file()]
+    if missing:
+        path, run, file = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise DatasetError(
+            f"{root / path}: a part file of the dataset is missing{more}; `tracecore ingest` of run "
+            f"{run!r} (capture {file}) into {root} reads that capture again"
+        )
+    return [path for path, _, _ in rows]
+
+
+def lock_down(con: duckdb.DuckDBPyConnection, root: Path, files: list[str]) -> None:
+    """Only the dataset's own part files are readable; nothing can be written, attached, installed
+    or reconfigured. Why: the catalog's views and `tracecore sql` run SQL that may come from someone
+    else, and a query must not be able to damage the dataset or reach other files or the network.
+    Memory is bounded (`query_memory_limit`) and spills to a temporary folder of this process.
+    `files`: the part files (relative to `root`), checked by `_part_files`."""
+    con.execute("SET allowed_paths = $paths", {"paths": [str(root / f) for f in files]})
+    con.execute("SET memory_limit = $limit", {"limit": query_memory_limit()})
+    con.execute("SET temp_directory = $dir", {"dir": spill_dir()})
+    con.execute("SET enable_external_access = false")
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute("SET lock_configuration = true")
+
+
+def query_memory_limit() -> str:
+    """$TRACECORE_MEMORY_LIMIT (DuckDB's syntax, e.g. 4GB), else half the machine's memory: why: a
+    query that needs more spills to disk or fails with a message, instead of swapping the machine."""
+    limit = os.environ.get("TRACECORE_MEMORY_LIMIT")
+    if limit:
+        return limit
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return "4GB"
+    return f"{max(total // 2, 256 << 20) >> 20}MiB"
+
+
+def spill_dir() -> str:
+    """A temporary folder of this process for DuckDB's spill files (DuckDB removes it on close):
+    why not DuckDB's default: that is `.tmp` in the current directory, which may not be writable."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"tracecore-spill-{os.getpid()}")
+
+
+def _first(err: BaseException) -> str:
+    lines = [line for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
 
 
 def _refresh_in_place(root: Path) -> bool:

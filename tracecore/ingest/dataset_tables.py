@@ -87,6 +87,8 @@ FILES = pa.schema(
         ("worker", pa.string()),
         ("file", pa.string()),  # the capture (relative to its run folder) the rows came from
         ("rows", pa.int64()),
+        ("size", pa.int64()),  # the part file as committed: a later ingest re-reads its capture
+        ("checksum", pa.string()),  # when either differs (see fileid.py); NULL in older datasets
     ]
 )
 

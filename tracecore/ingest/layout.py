@@ -16,11 +16,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tracecore.ingest import testpause
+from tracecore.ingest.fileid import file_id
 
 CATALOG_NAME = "tracecore.duckdb"
 PACKETS_DIR = "packets"
 TABLES_DIR = "tables"
 STAGING = ".staging"
+MARKER = ".tracecore-dataset"  # identifies a dataset: ingest writes only into one (or an empty folder)
+STATE_DIR = ".state"  # ingest's own copy of the small tables, one folder per commit (see catalog.py)
 
 
 def default_data_dir() -> Path:
@@ -28,9 +31,96 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("TRACECORE_DATA", "tracecore-data"))
 
 
+_SAFE = "-_.+,@~"
+KEY_MAX = 200  # bytes of an escaped partition value kept whole (file systems allow 255 per name)
+KEY_PREFIX = 180  # bytes of escaped prefix kept of a longer one, before "~" and the hash
+
+
 def partition(run: str, worker: str) -> str:
     """Relative hive folder of one worker; DuckDB and Polars both decode the %-escapes."""
-    return f"{PACKETS_DIR}/run={quote(run, safe='-_.+,@~')}/worker={quote(worker, safe='-_.+,@~')}"
+    return f"{PACKETS_DIR}/run={partition_key(run)}/worker={partition_key(worker)}"
+
+
+def partition_key(value: str) -> str:
+    """A partition folder's value: the %-escaped value, or when that is longer than KEY_MAX bytes,
+    the escaped prefix of whole characters that fits KEY_PREFIX, "~" and 16 hex digits of the
+    value's SHA-256. Why: any legal folder name (255 bytes) may triple once escaped; the full name
+    stays in the tables and the packets view maps the shortened one back (see `shortened_keys`)."""
+    escaped = quote(value, safe=_SAFE)
+    if len(escaped) <= KEY_MAX:
+        return escaped
+    prefix, size = [], 0
+    for char in value:
+        part = quote(char, safe=_SAFE)
+        if size + len(part) > KEY_PREFIX:
+            break
+        prefix.append(part)
+        size += len(part)
+    import hashlib
+
+    return "".join(prefix) + "~" + hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
+def shortened_keys(values: list[str]) -> dict[str, str]:
+    """{decoded folder value: full value} for the values `partition_key` shortened."""
+    from urllib.parse import unquote
+
+    keys = {value: partition_key(value) for value in values}
+    return {unquote(key): value for value, key in keys.items() if key != quote(value, safe=_SAFE)}
+
+
+def claim(out: Path) -> None:
+    """Mark `out` as a tracecore dataset, or refuse it with a DatasetError.
+
+    Why: ingest deletes part files no catalog names and replaces tables/*.parquet, so pointed at a
+    folder of someone's own files it would destroy them. An empty folder (or one holding only the
+    lock file) becomes a dataset; one made before the marker existed (a catalog and packets/) is
+    recognised and marked; anything else is left untouched.
+    """
+    from tracecore.errors import DatasetError
+    from tracecore.ingest.lock import LOCK_NAME
+    from tracecore.ingest.tables import FORMAT_VERSION
+
+    marker = out / MARKER
+    if marker.is_file():
+        return
+    try:
+        names = {p.name for p in out.iterdir()} - {LOCK_NAME, f".{MARKER}.tmp"}
+        older = (out / CATALOG_NAME).is_file() and (out / PACKETS_DIR).is_dir()
+        if names and not older:
+            raise DatasetError(
+                f"{out}: not a tracecore dataset (no {MARKER}) and not empty; "
+                "give --out a new or empty folder, or an existing dataset"
+            )
+        tmp = out / f".{MARKER}.tmp"
+        tmp.write_text(f"tracecore dataset\nformat_version = {FORMAT_VERSION}\n")
+        os.replace(tmp, marker)
+    except OSError as err:
+        raise DatasetError(f"{out}: cannot use the dataset directory: {err.strerror or err}") from err
+
+
+def part_id(path: Path) -> tuple[int | None, str | None]:
+    """(size, checksum) of a part file as it is now; (None, None) when it cannot be read."""
+    try:
+        fid = file_id(path)
+    except OSError:
+        return None, None
+    return fid.size, fid.checksum
+
+
+def part_changed(out: Path, part: dict) -> str | None:
+    """How a committed part file differs from what ingest wrote ('deleted', 'changed'), or None.
+
+    Why: the part files are plain files anyone can overwrite or delete (`tracecore sql --unsafe`,
+    a cleanup script); an ingest that trusted them would call the capture unchanged forever.
+    Parts of older datasets (no size recorded) are only checked to exist.
+    """
+    size, checksum = part_id(out / part["path"])
+    if size is None:
+        return "deleted or unreadable"
+    if part.get("size") is not None and (size, checksum) != (part["size"], part.get("checksum")):
+        return "changed"
+    return None
 
 
 def recover(out: Path, referenced: set[str]) -> int:

@@ -76,6 +76,7 @@ def ingest(
     except OSError as err:
         raise DatasetError(f"{out}: cannot create the dataset directory: {err.strerror or err}") from err
     out = out.resolve()
+    layout.claim(out)
     jobs = jobs or os.cpu_count() or 1
     control = control or IngestControl()
     found = discover([Path(p) for p in paths])
@@ -88,7 +89,7 @@ def ingest(
             stage.mkdir(parents=True)
         except OSError as err:
             raise DatasetError(f"{out}: cannot prepare the dataset directory: {err.strerror or err}") from err
-        plans = [_plan(run, state, force, summary) for run in found.runs]
+        plans = [_plan(run, state, force, summary, out) for run in found.runs]
         draft = _DraftOnThread(out) if plans else None
         try:
             with _no_cyclic_gc():
@@ -199,11 +200,19 @@ class _DraftOnThread:
             self.draft.abandon()
 
 
-def _plan(run: RunSource, state: State, force: bool, summary: IngestSummary) -> _RunPlan:
-    """Split a run's captures into unchanged (kept) and to-read (new); record deleted ones."""
+def _plan(run: RunSource, state: State, force: bool, summary: IngestSummary, out: Path) -> _RunPlan:
+    """Split a run's captures into unchanged (kept) and to-read (new); record deleted ones.
+
+    A capture is unchanged only when its part files are too: one deleted or overwritten by hand
+    since the commit is a reason to read the capture again.
+    """
     summary.warnings += run.warnings
     plan = _RunPlan(run)
     old = {r["file"]: r for r in state.rows("captures") if r["run"] == run.name}
+    old_parts: dict[str, list[dict]] = {}
+    for part in state.rows("_files"):
+        if part["run"] == run.name:
+            old_parts.setdefault(part["file"], []).append(part)
     seen = set()
     for cap in run.captures:
         seen.add(cap.file)
@@ -233,6 +242,14 @@ def _plan(run: RunSource, state: State, force: bool, summary: IngestSummary) -> 
             and prev["checksum"] == fid.checksum
             and prev["status"] != "failed"
         )
+        if unchanged:
+            for part in old_parts.get(cap.file, []):
+                why = layout.part_changed(out, part)
+                if why is not None:
+                    unchanged = False
+                    summary.warnings.append(
+                        f"{out / part['path']}: part file {why} since it was written; re-reading {cap.path}"
+                    )
         if unchanged:
             plan.kept.append({**prev, **row})
             summary.captures.append(
@@ -301,6 +318,7 @@ def _commit(
 
     old_files = state.rows("_files")
     old_paths = {f["path"] for f in old_files}
+    old_ids = {f["path"]: (f.get("size"), f.get("checksum")) for f in old_files}
     files_by_cap = {}
     for f in old_files:
         files_by_cap.setdefault((f["run"], f["file"]), []).append(f)
@@ -365,6 +383,9 @@ def _commit(
                 ]
             for src, nrows, is_old in parts:
                 rel = src.relative_to(out).as_posix() if is_old else None
+                size, checksum = old_ids.get(rel, (None, None)) if is_old else (None, None)
+                if size is None:
+                    size, checksum = layout.part_id(src)
                 if rel is None or not rel.startswith(rel_dir + "/"):
                     rel = f"{rel_dir}/part-{state.next_part}.parquet"
                     state.next_part += 1
@@ -376,6 +397,8 @@ def _commit(
                         "worker": row["worker"],
                         "file": row["file"],
                         "rows": nrows,
+                        "size": size,
+                        "checksum": checksum,
                     }
                 )
         new_tables["captures"] += caps

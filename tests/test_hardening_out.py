@@ -1,0 +1,70 @@
+"""`ingest --out DIR` writes only into a tracecore dataset or an empty folder (issue 12, item 4)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_ingest_support import copy_run
+from tracecore.errors import DatasetError
+from tracecore.ingest import ingest
+from tracecore.sample import sample_run
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_folder_of_other_files_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "mine"
+    (out / "packets" / "run=x" / "worker=W1").mkdir(parents=True)
+    (out / "packets" / "run=x" / "worker=W1" / "part-0.parquet").write_bytes(b"PAR1 my own data PAR1")
+    (out / "tables").mkdir()
+    (out / "tables" / "runs.parquet").write_bytes(b"PAR1 my runs PAR1")
+    before = snapshot(out)
+    res = subprocess.run(
+        [sys.executable, "-m", "tracecore", "ingest", str(sample_run()), "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 4, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "not a tracecore dataset" in lines[0]
+    assert str(out) in lines[0]
+    assert snapshot(out) == before
+    assert sorted(p.name for p in out.iterdir()) == ["packets", "tables"]
+
+
+def test_a_folder_with_one_file_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "README.txt").write_text("mine\n")
+    with pytest.raises(DatasetError, match="not a tracecore dataset"):
+        ingest([sample_run()], out)
+    assert snapshot(out) == {"README.txt": b"mine\n"}
+
+
+def test_an_empty_folder_becomes_a_dataset(tmp_path: Path) -> None:
+    out = tmp_path / "empty"
+    out.mkdir()
+    assert not ingest([sample_run()], out).failed
+    assert (out / ".tracecore-dataset").read_text() == "tracecore dataset\nformat_version = 1\n"
+    assert {c.status for c in ingest([sample_run()], out).captures} == {"unchanged"}
+
+
+def test_a_dataset_made_before_the_marker_is_accepted_and_marked(tmp_path: Path) -> None:
+    src = copy_run(tmp_path / "src")
+    out = tmp_path / "old"
+    ingest([src], out)
+    (out / ".tracecore-dataset").unlink()
+    summary = ingest([src], out)
+    assert {c.status for c in summary.captures} == {"unchanged"}
+    assert (out / ".tracecore-dataset").is_file()
