@@ -30,7 +30,7 @@ from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import lock
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.ingest.layout import CATALOG_NAME, TABLES_DIR, default_data_dir
-from tracecore.schema import PACKET_FIELDS
+from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS
 
 _DUCK_TYPES = {
     pa.int64(): "BIGINT",
@@ -64,16 +64,22 @@ def views_fingerprint() -> str:
 
 
 def packets_all_sql(root: Path, files: list[str]) -> str:
-    """Every stored packet row, with `run` and `worker` (hive keys) first."""
+    """Every stored packet row, with `run` and `worker` (hive keys) first and `ts` (ts_ns as a
+    TIMESTAMP_NS, UTC, so tools show times) last; byte columns BIGINT whatever the file's version."""
     if not files:
         cols = ", ".join(
             f"NULL::{'VARCHAR' if pa.types.is_dictionary(f.type) else _DUCK_TYPES[f.type]} AS {f.name}"
-            for f in PACKET_FIELDS
+            for f in DATASET_FIELDS
         )
-        return f"SELECT NULL::VARCHAR AS run, NULL::VARCHAR AS worker, {cols} WHERE false"
+        return (
+            f"SELECT NULL::VARCHAR AS run, NULL::VARCHAR AS worker, {cols}, NULL::TIMESTAMP_NS AS ts"
+            " WHERE false"
+        )
     paths = ", ".join(_lit(str(root / f)) for f in files)
+    widened = ", ".join(f"{c}::BIGINT AS {c}" for c in BYTE_COLUMNS)  # schema version 1 stored uint32
     return (
-        "SELECT run, worker, * EXCLUDE (run, worker) FROM read_parquet(["
+        f"SELECT run, worker, * EXCLUDE (run, worker) REPLACE ({widened}), make_timestamp_ns(ts_ns) AS ts"
+        " FROM read_parquet(["
         + paths
         + "], hive_partitioning = true, hive_types = {'run': VARCHAR, 'worker': VARCHAR})"
     )
