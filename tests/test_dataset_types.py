@@ -62,10 +62,10 @@ def test_duckdb_sums_pass_4_gib(big: Path) -> None:
     got = con.execute(
         "SELECT count(*), sum(frame_len), sum(cap_len), sum(l4_payload_len), typeof(frame_len) FROM packets"
         " GROUP BY ALL"
-    ).fetchone()
+    ).fetchall()[0]
     assert got == (N, FRAME_TOTAL, CAP_TOTAL, PAYLOAD_TOTAL, "BIGINT")
-    assert con.execute("SELECT packets, bytes FROM workers").fetchone() == (N, FRAME_TOTAL)
-    assert con.execute("SELECT packets, bytes FROM captures").fetchone() == (N, FRAME_TOTAL)
+    assert con.execute("SELECT packets, bytes FROM workers").fetchall()[0] == (N, FRAME_TOTAL)
+    assert con.execute("SELECT packets, bytes FROM captures").fetchall()[0] == (N, FRAME_TOTAL)
     con.close()
 
 

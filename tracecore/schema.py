@@ -83,3 +83,27 @@ def part_metadata(run: str, capture: str) -> dict[str, str]:
         "tracecore.ts_ns": TS_NS_MEANING,
         "tracecore.units": json.dumps(UNITS, ensure_ascii=False),
     }
+
+
+def check_schema_version(recorded: str | None, where: object) -> int:
+    """The dataset's schema version (None: 1, written before versions were recorded); a version this
+    tracecore cannot read raises DatasetError saying why, so nothing misreads or rewrites it."""
+    from tracecore import __version__
+    from tracecore.errors import DatasetVersionError
+
+    try:
+        version = int(recorded) if recorded is not None else 1
+    except ValueError:
+        raise DatasetVersionError(f"{where}: schema_version {recorded!r} in _meta is not a number") from None
+    if version > SCHEMA_VERSION:
+        raise DatasetVersionError(
+            f"{where}: dataset schema version {version} is newer than this tracecore {__version__} reads"
+            f" (versions {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION}); upgrade tracecore"
+            " (pip install -U tracecore) or re-ingest the captures into a new --data folder"
+        )
+    if version < OLDEST_READABLE_SCHEMA:
+        raise DatasetVersionError(
+            f"{where}: dataset schema version {version} is older than this tracecore reads"
+            f" (versions {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION}); re-ingest the captures"
+        )
+    return version

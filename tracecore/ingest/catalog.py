@@ -25,12 +25,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracecore import views
+from tracecore import __version__, views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import lock
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.ingest.layout import CATALOG_NAME, TABLES_DIR, default_data_dir
-from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS
+from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, SCHEMA_VERSION, check_schema_version
 
 _DUCK_TYPES = {
     pa.int64(): "BIGINT",
@@ -142,6 +142,8 @@ def fill_catalog(con: duckdb.DuckDBPyConnection, state: State, root: Path) -> No
         con.unregister("_incoming")
     meta = {
         "format_version": FORMAT_VERSION,
+        "schema_version": str(SCHEMA_VERSION),
+        "tracecore_version": __version__,
         "root": str(root),
         "views_fingerprint": views_fingerprint(),
         "next_part": str(state.next_part),
@@ -278,13 +280,14 @@ def load_state(out: Path) -> State:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     try:
         meta = dict(con.execute("SELECT key, value FROM _meta").fetchall())
+        version = check_schema_version(meta.get("schema_version"), path)
         names = [*BASE_SCHEMAS, *json.loads(meta.get("extra_tables", "[]"))]
         tables = {}
         for name in names:
             table = con.sql(f'SELECT * FROM "{name}"').to_arrow_table()
             schema = BASE_SCHEMAS.get(name)
             tables[name] = _conform(table, schema) if schema is not None else table
-        return State(tables=tables, next_part=int(meta.get("next_part", "0")))
+        return State(tables=tables, next_part=int(meta.get("next_part", "0")), schema_version=version)
     except (duckdb.Error, KeyError, ValueError) as err:
         raise DatasetError(
             f"{path}: the catalog is unreadable ({str(err).splitlines()[0]}); "
@@ -343,6 +346,7 @@ def open_catalog(data_dir: Path | str | None = None, read_only: bool = True) -> 
         meta = _meta_of(path)
     except duckdb.Error as err:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
+    check_schema_version(meta.get("schema_version"), path)
     stale = meta.get("root") != str(root) or meta.get("views_fingerprint") != views_fingerprint()
     if stale and not _refresh_in_place(root):
         con = duckdb.connect()

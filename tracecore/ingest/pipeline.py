@@ -20,15 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracecore.errors import DatasetError, IngestCancelledError, TracecoreError
+from tracecore.errors import DatasetError, DatasetVersionError, IngestCancelledError, TracecoreError
 from tracecore.ingest import executor, layout
 from tracecore.ingest.control import IngestControl
 from tracecore.ingest.discover import CaptureFile, RunSource, discover
 from tracecore.ingest.fileid import file_id
 from tracecore.ingest.lock import dataset_lock
 from tracecore.ingest.summary import CaptureOutcome, IngestSummary
+from tracecore.ingest.upgrade import upgrade_parts
 from tracecore.ingest.workers import assign, capture_mode
 from tracecore.ingest.writer import CaptureResult, CaptureTask
+from tracecore.schema import SCHEMA_VERSION, part_metadata
 
 if TYPE_CHECKING:
     from tracecore.ingest.catalog import CatalogDraft
@@ -85,6 +87,8 @@ def ingest(
         stage = out / layout.STAGING / uuid.uuid4().hex[:12]
         try:
             layout.recover(out, set(state.tables["_files"]["path"].to_pylist()))
+            if state.schema_version < SCHEMA_VERSION:
+                upgrade_parts(out, state)
             stage.mkdir(parents=True)
         except OSError as err:
             raise DatasetError(f"{out}: cannot prepare the dataset directory: {err.strerror or err}") from err
@@ -156,6 +160,8 @@ def _load_state(out: Path, force: bool) -> State:
 
     try:
         return load_state(out)
+    except DatasetVersionError:
+        raise
     except DatasetError:
         if not force:
             raise
@@ -262,7 +268,8 @@ def _read_all(
     for plan in plans:
         for cap, row in plan.new:
             row["_task"] = len(tasks)
-            tasks.append(CaptureTask(len(tasks), str(cap.path), str(stage)))
+            meta = part_metadata(plan.source.name, cap.file)
+            tasks.append(CaptureTask(len(tasks), str(cap.path), str(stage), metadata=meta))
             rows.append(row)
     tasks.sort(key=lambda t: -rows[t.index]["size"])
     results: dict[int, CaptureResult] = {}
