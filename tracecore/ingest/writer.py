@@ -8,7 +8,8 @@ by `ts_ns` without holding the capture in memory (in practice: one file per capt
 
 Encodings (measured on the 2 GB snaplen-128 testbed capture, 3.5 M rows per file, one core): ts_ns is
 DELTA_BINARY_PACKED (unique and increasing: deltas pack to a few bits), src_ip/dst_ip keep Arrow's
-dictionaries (writing them plain would first expand every row to a string), every other column is plain,
+dictionaries (writing them plain would first expand every row to a string), the int64 byte counts get
+dictionaries (see DICT_COLUMNS), every other column is plain,
 zstd level 1 on top. Statistics only for ts_ns (row-group pruning on time). Versus dictionaries on all
 low-cardinality columns and statistics on six: 0.33 → 0.21 s of encoding per 500 MB file, output
 0.40 → 0.43 % of the pcap (zstd removes what the dictionaries did). `write_batch_size` 64 Ki rows
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 
 from tracecore.errors import CaptureError
 from tracecore.reader import CaptureReader
-from tracecore.schema import DATASET_SCHEMA, PACKET_SCHEMA
+from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, PACKET_SCHEMA
 
 if TYPE_CHECKING:
     from tracecore.ingest.control import TaskChannel
@@ -45,7 +46,9 @@ WIDENED_INDICES = [i for i, f in enumerate(PACKET_SCHEMA) if f.type != DATASET_S
 # 1.9 → 3.1 Mpkt/s on 130-byte records versus 1 Mi-row batches, which leave nothing to overlap).
 ROW_GROUP_ROWS = 1 << 17
 TOP_ADDRESSES = 64
-DICT_COLUMNS = ["src_ip", "dst_ip"]
+# Byte counts too: int64 written plain was 1.5x the uint32 files; with dictionaries (a few distinct
+# frame sizes per capture) they are smaller than before (bench/results/int64-columns.md).
+DICT_COLUMNS = ["src_ip", "dst_ip", *BYTE_COLUMNS]
 STATS_COLUMNS = ["ts_ns"]
 WRITE_BATCH_ROWS = 1 << 16
 
