@@ -28,7 +28,7 @@ from tracecore.ingest.fileid import file_id
 from tracecore.ingest.lock import dataset_lock
 from tracecore.ingest.summary import CaptureOutcome, IngestSummary
 from tracecore.ingest.upgrade import upgrade_parts
-from tracecore.ingest.workers import assign, capture_mode
+from tracecore.ingest.workers import assign, capture_mode, shared_address_message, shared_addresses
 from tracecore.ingest.writer import CaptureResult, CaptureTask
 from tracecore.schema import SCHEMA_VERSION, part_metadata
 
@@ -356,6 +356,16 @@ def _commit(
             summary.warnings += res.warnings
         workers, warns = assign(caps, run.meta.worker_ips)
         summary.warnings += [f"{run.name}: {w}" for w in warns]
+        shared = shared_addresses(workers)
+        if shared and not run.meta.shared_addresses:  # the run keeps its last committed state
+            summary.problems.append((str(run.path), shared_address_message(shared)))
+            touched.discard(run.name)
+            for o in summary.captures:
+                if o.run == run.name and o.status == "ingested":
+                    o.status = "failed"
+            continue
+        if shared:
+            summary.warnings.append(f"{run.name}: workers share an address (run.toml shared_addresses)")
         for row in caps:
             row["worker"] = workers[row["capture"]].label
         for o in summary.captures:
