@@ -17,7 +17,7 @@ import typer
 from tracecore import __version__
 
 # Modules under cli/ that add commands; each defines register(app: typer.Typer) -> None.
-COMMAND_MODULES: list[str] = ["demo", "read", "model", "ingest", "query", "sql", "figure", "report"]
+COMMAND_MODULES: list[str] = ["demo", "read", "model", "ingest", "query", "sql", "figure", "report", "init"]
 
 app = typer.Typer(
     name="tracecore",

@@ -267,18 +267,18 @@ def test_sample_run_carries_gradient_bytes_into_runs(tmp_path: Path) -> None:
 def test_split_dense_sends_rows_with_any_null_to_the_nullable_part() -> None:
     import pyarrow as pa
 
-    from tracecore.ingest.writer import DENSE_SCHEMA, split_dense
-    from tracecore.schema import PACKET_SCHEMA
+    from tracecore.ingest.writer import DENSE_SCHEMA, split_dense, widen
+    from tracecore.schema import DATASET_SCHEMA
 
     table = read_capture(sample_run() / "worker-0-tcpdump.pcap")
-    batch = table.combine_chunks().to_batches()[0]
+    batch = widen(table.combine_chunks().to_batches()[0])
     dense, sparse = split_dense(batch)
     assert dense is not None
     assert sparse is not None
     assert dense.schema == DENSE_SCHEMA
     assert not any(f.nullable for f in dense.schema)
     assert all(col.null_count == 0 for col in dense.columns)
-    assert sparse.schema == PACKET_SCHEMA
+    assert sparse.schema == DATASET_SCHEMA
     # every sparse row lacks some field (ARP has no IP, UDP has no TCP flags)
     has_null = [
         any(sparse.column(i)[r].as_py() is None for i in range(sparse.num_columns))
@@ -286,15 +286,32 @@ def test_split_dense_sends_rows_with_any_null_to_the_nullable_part() -> None:
     ]
     assert all(has_null)
     assert dense.num_rows + sparse.num_rows == batch.num_rows
-    both = pa.Table.from_batches([dense.cast(PACKET_SCHEMA), sparse]).sort_by("ts_ns")
+    both = pa.Table.from_batches([dense.cast(DATASET_SCHEMA), sparse]).sort_by("ts_ns")
     assert both["ts_ns"].to_pylist() == sorted(batch.column(0).to_pylist())
     assert both["tcp_flags"].null_count == batch.column("tcp_flags").null_count
-    only_dense, none = split_dense(dense.cast(PACKET_SCHEMA))
+    only_dense, none = split_dense(dense.cast(DATASET_SCHEMA))
     assert none is None
     assert only_dense.num_rows == dense.num_rows
     none, only_sparse = split_dense(sparse)
     assert none is None
     assert only_sparse.num_rows == sparse.num_rows
+
+
+def test_widen_keeps_every_value_and_null_of_the_byte_columns() -> None:
+    import pyarrow as pa
+
+    from tracecore.ingest.writer import widen
+    from tracecore.schema import DATASET_SCHEMA
+
+    batch = read_capture(sample_run() / "worker-0-tcpdump.pcap").combine_chunks().to_batches()[0]
+    for sliced in (batch, batch.slice(7, 300)):  # an offset into the buffers, too
+        wide = widen(sliced)
+        assert wide.schema == DATASET_SCHEMA
+        for name in ("frame_len", "cap_len", "l4_payload_len"):
+            assert wide.column(name).type == pa.int64()
+            assert wide.column(name).to_pylist() == sliced.column(name).to_pylist()
+        assert wide.column("l4_payload_len").null_count == sliced.column("l4_payload_len").null_count
+    assert batch.column("l4_payload_len").null_count > 0  # the cast path for nullable columns ran
 
 
 def test_dataset_of_dense_and_sparse_parts_reads_the_same_everywhere(tmp_path: Path) -> None:

@@ -10,3 +10,12 @@ from tracecore import _checkout
 __version__ = "0.1.0"
 
 _checkout.install(__name__, _Path(__file__).resolve().parent)
+
+
+def __getattr__(name: str) -> object:
+    """`tracecore.open` is imported on first use, so `import tracecore` stays instant."""
+    if name == "open":
+        from tracecore.dataset import open as open_dataset
+
+        return open_dataset
+    raise AttributeError(f"module 'tracecore' has no attribute {name!r}")

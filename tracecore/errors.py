@@ -69,6 +69,11 @@ class DatasetError(TracecoreError):
     exit_code = ExitCode.DATASET
 
 
+class DatasetVersionError(DatasetError):
+    """The dataset was written in a schema version this tracecore cannot read (see tracecore.schema);
+    never overwritten, not even by `ingest --force`."""
+
+
 class IngestCancelledError(TracecoreError):
     """An ingest was cancelled through its IngestControl before it committed anything."""
 

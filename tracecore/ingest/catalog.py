@@ -26,12 +26,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracecore import views
+from tracecore import __version__, views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import lock, testpause
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir
-from tracecore.schema import PACKET_FIELDS
+from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, SCHEMA_VERSION, check_schema_version
 
 _DUCK_TYPES = {
     pa.int64(): "BIGINT",
@@ -118,14 +118,19 @@ def views_fingerprint() -> str:
 
 
 def packets_all_sql(root: Path, files: list[str], runs: list[str] | None = None) -> str:
-    """Every stored packet row, with `run` and `worker` (hive keys) first; the folder names of `runs`
-    that were shortened to fit the file system (layout.partition_key) are mapped back to the names."""
+    """Every stored packet row, with `run` and `worker` (hive keys) first and `ts` (ts_ns as a
+    TIMESTAMP_NS, UTC, so tools show times) last; byte columns BIGINT whatever the file's version; the
+    folder names of `runs` that were shortened to fit the file system (layout.partition_key) are
+    mapped back to the names."""
     if not files:
         cols = ", ".join(
             f"NULL::{'VARCHAR' if pa.types.is_dictionary(f.type) else _DUCK_TYPES[f.type]} AS {f.name}"
-            for f in PACKET_FIELDS
+            for f in DATASET_FIELDS
         )
-        return f"SELECT NULL::VARCHAR AS run, NULL::VARCHAR AS worker, {cols} WHERE false"
+        return (
+            f"SELECT NULL::VARCHAR AS run, NULL::VARCHAR AS worker, {cols}, NULL::TIMESTAMP_NS AS ts"
+            " WHERE false"
+        )
     paths = ", ".join(_lit(str(root / f)) for f in files)
     from tracecore.ingest.layout import shortened_keys
 
@@ -134,8 +139,10 @@ def packets_all_sql(root: Path, files: list[str], runs: list[str] | None = None)
     if long_names:
         whens = " ".join(f"WHEN {_lit(key)} THEN {_lit(name)}" for key, name in long_names)
         run = f"CASE run {whens} ELSE run END"
+    widened = ", ".join(f"{c}::BIGINT AS {c}" for c in BYTE_COLUMNS)  # schema version 1 stored uint32
     return (
-        f"SELECT {run} AS run, worker, * EXCLUDE (run, worker) FROM read_parquet(["
+        f"SELECT {run} AS run, worker, * EXCLUDE (run, worker) REPLACE ({widened}),"
+        " make_timestamp_ns(ts_ns) AS ts FROM read_parquet(["
         + paths
         + "], hive_partitioning = true, hive_types = {'run': VARCHAR, 'worker': VARCHAR})"
     )
@@ -201,6 +208,8 @@ def fill_catalog(
         con.unregister("_incoming")
     meta = {
         "format_version": FORMAT_VERSION,
+        "schema_version": str(SCHEMA_VERSION),
+        "tracecore_version": __version__,
         "root": str(root),
         "views_fingerprint": views_fingerprint(),
         "next_part": str(state.next_part),
@@ -417,6 +426,7 @@ def load_state(out: Path) -> State:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     try:
         meta = dict(con.execute("SELECT key, value FROM _meta").fetchall())
+        version = check_schema_version(meta.get("schema_version"), path)
         extra = _extra_tables(meta, path)
         if "state" in meta:  # ingest's own copy: what it wrote, whatever was done to the catalog
             tables = _read_state(out, meta["state"], path)
@@ -426,7 +436,7 @@ def load_state(out: Path) -> State:
         for name, schema in BASE_SCHEMAS.items():
             tables[name] = _conform(tables[name], schema)
         _check_part_paths(tables["_files"]["path"].to_pylist(), path)
-        return State(tables=tables, next_part=int(meta.get("next_part", "0")))
+        return State(tables=tables, next_part=int(meta.get("next_part", "0")), schema_version=version)
     except (duckdb.Error, pa.ArrowException, KeyError, ValueError) as err:
         raise DatasetError(
             f"{path}: the catalog is unreadable ({str(err).splitlines()[0]}); "
@@ -488,6 +498,7 @@ def open_catalog(
         meta = _meta_of(path)
     except duckdb.Error as err:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
+    check_schema_version(meta.get("schema_version"), path)
     stale = meta.get("root") != str(root) or meta.get("views_fingerprint") != views_fingerprint()
     if stale and not _refresh_in_place(root):
         state = load_state(root)

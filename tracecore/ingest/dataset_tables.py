@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-FORMAT_VERSION = "1"
+from tracecore.schema import SCHEMA_VERSION
+
+FORMAT_VERSION = "2"  # the catalog's layout; 2: packets views widen byte columns and add `ts`
 
 RUNS = pa.schema(
     [
@@ -108,6 +110,7 @@ class State:
 
     tables: dict[str, pa.Table] = field(default_factory=dict)
     next_part: int = 0
+    schema_version: int = SCHEMA_VERSION  # what the part files were written as (tracecore.schema)
 
     def __post_init__(self) -> None:
         for name, schema in BASE_SCHEMAS.items():  # not empty_table(): it imports pandas (0.2 s)

@@ -129,7 +129,9 @@ def _make_run(
     if not meta.name_parsed and not any(getattr(meta, f) is not None for f in ("framework", "model")):
         warnings.append(
             f"{folder}: run name {name!r} is not framework-model-optimizer-batchsize-backend-loss-topology;"
-            " ingested with empty metadata"
+            f" ingested with empty metadata. Give it in {folder / RUN_TOML}: [run] framework, model,"
+            " optimizer, batch_size, backend, loss, topology (and name); [model] gradient_bytes or n_params;"
+            " [[capture.worker]] file + ip to pin addresses. `tracecore init RUN_DIR` writes a template"
         )
     run = meta.name or name
     return RunSource(run, folder.resolve(), meta, captures, logs, complete, warnings)

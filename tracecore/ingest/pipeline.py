@@ -20,15 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracecore.errors import DatasetError, IngestCancelledError, TracecoreError
+from tracecore.errors import DatasetError, DatasetVersionError, IngestCancelledError, TracecoreError
 from tracecore.ingest import executor, layout, testpause
 from tracecore.ingest.control import IngestControl
 from tracecore.ingest.discover import CaptureFile, RunSource, discover
 from tracecore.ingest.fileid import file_id
 from tracecore.ingest.lock import dataset_lock
 from tracecore.ingest.summary import CaptureOutcome, IngestSummary
-from tracecore.ingest.workers import assign, capture_mode
+from tracecore.ingest.upgrade import upgrade_parts
+from tracecore.ingest.workers import assign, capture_mode, shared_address_message, shared_addresses
 from tracecore.ingest.writer import CaptureResult, CaptureTask
+from tracecore.schema import SCHEMA_VERSION, part_metadata
 
 if TYPE_CHECKING:
     from tracecore.ingest.catalog import CatalogDraft
@@ -86,6 +88,8 @@ def ingest(
         stage = out / layout.STAGING / uuid.uuid4().hex[:12]
         try:
             layout.recover(out, set(state.tables["_files"]["path"].to_pylist()))
+            if state.schema_version < SCHEMA_VERSION:
+                upgrade_parts(out, state)
             stage.mkdir(parents=True)
         except OSError as err:
             raise DatasetError(f"{out}: cannot prepare the dataset directory: {err.strerror or err}") from err
@@ -157,6 +161,8 @@ def _load_state(out: Path, force: bool) -> State:
 
     try:
         return load_state(out)
+    except DatasetVersionError:
+        raise
     except DatasetError:
         if not force:
             raise
@@ -279,7 +285,8 @@ def _read_all(
     for plan in plans:
         for cap, row in plan.new:
             row["_task"] = len(tasks)
-            tasks.append(CaptureTask(len(tasks), str(cap.path), str(stage)))
+            meta = part_metadata(plan.source.name, cap.file)
+            tasks.append(CaptureTask(len(tasks), str(cap.path), str(stage), metadata=meta))
             rows.append(row)
     tasks.sort(key=lambda t: -rows[t.index]["size"])
     results: dict[int, CaptureResult] = {}
@@ -368,6 +375,16 @@ def _commit(
             summary.warnings += res.warnings
         workers, warns = assign(caps, run.meta.worker_ips)
         summary.warnings += [f"{run.name}: {w}" for w in warns]
+        shared = shared_addresses(workers)
+        if shared and not run.meta.shared_addresses:  # the run keeps its last committed state
+            summary.problems.append((str(run.path), shared_address_message(shared)))
+            touched.discard(run.name)
+            for o in summary.captures:
+                if o.run == run.name and o.status == "ingested":
+                    o.status = "failed"
+            continue
+        if shared:
+            summary.warnings.append(f"{run.name}: workers share an address (run.toml shared_addresses)")
         for row in caps:
             row["worker"] = workers[row["capture"]].label
         for o in summary.captures:

@@ -42,11 +42,13 @@ class RunMeta:
     extra: dict = field(default_factory=dict)
     worker_ips: dict[str, str] = field(default_factory=dict)  # capture file or key → IP, from run.toml
     name: str | None = None  # run.toml [run] name, when given
+    shared_addresses: bool = False  # run.toml [capture] shared_addresses: workers may share an IP
 
     def columns(self) -> dict:
         d = asdict(self)
         d.pop("worker_ips")
         d.pop("name")
+        d.pop("shared_addresses")
         d["extra"] = json.dumps(self.extra, sort_keys=True, default=str) if self.extra else None
         return d
 
@@ -132,7 +134,9 @@ def apply_run_toml(meta: RunMeta, path: Path) -> list[str]:
         elif key != "loss" and key not in MODEL_SIZE_KEYS:
             meta.extra[key] = value
     _apply_model_size(meta, run, doc.get("model"))
-    for entry in (doc.get("capture") or {}).get("worker") or []:
+    capture = doc.get("capture") if isinstance(doc.get("capture"), dict) else {}
+    meta.shared_addresses = capture.get("shared_addresses") is True
+    for entry in capture.get("worker") or []:
         if isinstance(entry, dict) and entry.get("file") and entry.get("ip"):
             meta.worker_ips[str(entry["file"])] = str(entry["ip"])
     for key, value in (doc.get("workers") or {}).items():

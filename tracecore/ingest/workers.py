@@ -27,6 +27,7 @@ class WorkerInfo:
     ip_source: str = "none"
     label: str = ""
     dup_rows: int = 0
+    claimed: str | None = None  # the address this capture says is its own: pinned, else dominant
 
     @property
     def receives(self) -> bool:
@@ -67,6 +68,7 @@ def assign(captures: list[dict], pinned: dict[str, str]) -> tuple[dict[str, Work
     }
     for w in workers.values():
         pin = pinned.get(w.key) or next((pinned[f] for f in w.files if f in pinned), None)
+        w.claimed = pin or (ranked[w.key][0] if ranked[w.key] else None)
         if pin:
             w.ip, w.ip_source = pin, "run.toml"
             taken.add(pin)
@@ -96,6 +98,29 @@ def assign(captures: list[dict], pinned: dict[str, str]) -> tuple[dict[str, Work
         w.label = f"W{i}"
         w.dup_rows = sum(w.counts.get(ip, [0, 0])[0] for ip in ips - {w.ip})
     return workers, warnings
+
+
+def shared_addresses(workers: dict[str, WorkerInfo]) -> dict[str, list[str]]:
+    """Addresses that more than one worker claims as its own (pinned or dominant) → their capture keys.
+
+    Why it matters: views join packets to workers by address, so a shared one (every capture on
+    loopback 127.0.0.1, or one capture copied twice) would count each packet once per claimant.
+    """
+    by_ip: dict[str, list[str]] = {}
+    for w in workers.values():
+        if w.claimed is not None:
+            by_ip.setdefault(w.claimed, []).append(w.key)
+    return {ip: sorted(keys) for ip, keys in sorted(by_ip.items()) if len(keys) > 1}
+
+
+def shared_address_message(shared: dict[str, list[str]]) -> str:
+    """What is wrong and the two ways out, for the run's problem line."""
+    which = "; ".join(f"{', '.join(keys)} all claim {ip}" for ip, keys in shared.items())
+    return (
+        f"workers share an address ({which}), so every view would count their packets once per worker;"
+        " this run was not ingested. Pin each worker's IP in run.toml ([[capture.worker]] file = ..., ip ="
+        " ...), or set [capture] shared_addresses = true to ingest it anyway"
+    )
 
 
 def capture_mode(workers: dict[str, WorkerInfo]) -> str:

@@ -7,10 +7,11 @@ A batch that is out of order inside is sorted; small disorder across batch bound
 by `ts_ns` without holding the capture in memory (in practice: one file per capture).
 
 Encodings: ts_ns is DELTA_BINARY_PACKED (unique and increasing: deltas pack to a few bits), src_ip/dst_ip
-keep Arrow's dictionaries (writing them plain would first expand every row to a string), every other
-column is plain, zstd level 1 on top, statistics only for ts_ns (row-group pruning on time), and a large
-`write_batch_size` cuts the per-mini-batch overhead of the column writers. Why these and not dictionaries
-and statistics everywhere: they encode faster for nearly the same size (bench/results/reader-notes.md).
+keep Arrow's dictionaries (writing them plain would first expand every row to a string), the int64 byte
+counts get dictionaries (DICT_COLUMNS), every other column is plain, zstd level 1 on top, statistics
+only for ts_ns (row-group pruning on time), and a large `write_batch_size` cuts the per-mini-batch
+overhead of the column writers. Why these and not dictionaries and statistics everywhere: they encode
+faster for nearly the same size (bench/results/reader-notes.md, bench/results/int64-columns.md).
 """
 
 from __future__ import annotations
@@ -29,20 +30,23 @@ import pyarrow.parquet as pq
 
 from tracecore.errors import CaptureError
 from tracecore.reader import CaptureReader
-from tracecore.schema import PACKET_SCHEMA
+from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, PACKET_SCHEMA
 
 if TYPE_CHECKING:
     from tracecore.ingest.control import TaskChannel
 
-DENSE_SCHEMA = pa.schema([f.with_nullable(False) for f in PACKET_SCHEMA])
-NULLABLE_INDICES = [i for i, f in enumerate(PACKET_SCHEMA) if f.nullable]
+DENSE_SCHEMA = pa.schema([f.with_nullable(False) for f in DATASET_SCHEMA])
+NULLABLE_INDICES = [i for i, f in enumerate(DATASET_SCHEMA) if f.nullable]
+WIDENED_INDICES = [i for i, f in enumerate(PACKET_SCHEMA) if f.type != DATASET_SCHEMA.field(i).type]
 
 # Rows per reader batch = per row group. 128 Ki rows is DuckDB's own row-group size (122 880), fine for
 # scans and time pruning, and small enough that decoding batch k+1 overlaps encoding batch k (measured:
 # 1.9 → 3.1 Mpkt/s on 130-byte records versus 1 Mi-row batches, which leave nothing to overlap).
 ROW_GROUP_ROWS = 1 << 17
 TOP_ADDRESSES = 64
-DICT_COLUMNS = ["src_ip", "dst_ip"]
+# Byte counts too: int64 written plain was 1.5x the uint32 files; with dictionaries (a few distinct
+# frame sizes per capture) they are smaller than before (bench/results/int64-columns.md).
+DICT_COLUMNS = ["src_ip", "dst_ip", *BYTE_COLUMNS]
 STATS_COLUMNS = ["ts_ns"]
 WRITE_BATCH_ROWS = 1 << 16
 
@@ -53,6 +57,7 @@ class CaptureTask:
     src: str
     stage_dir: str
     batch_rows: int = ROW_GROUP_ROWS
+    metadata: dict[str, str] = field(default_factory=dict)  # Parquet key-value metadata of its parts
 
 
 @dataclass
@@ -88,6 +93,22 @@ def _open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
         data_page_size=1 << 20,
         write_batch_size=WRITE_BATCH_ROWS,
     )
+
+
+def widen(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A reader batch (PACKET_SCHEMA) in the dataset's DATASET_SCHEMA: byte counts as int64.
+
+    Why here and not in the reader: the kernels fill uint32 buffers (half the memory traffic), and
+    widening a column costs one numpy copy on the writer thread (see bench/results/int64-columns.md).
+    """
+    columns = list(batch.columns)
+    for i in WIDENED_INDICES:
+        col = columns[i]
+        if col.null_count:
+            columns[i] = col.cast(pa.int64())
+        else:
+            columns[i] = pa.array(_values(col, np.uint32).astype(np.int64), pa.int64())
+    return pa.RecordBatch.from_arrays(columns, schema=DATASET_SCHEMA)
 
 
 def split_dense(batch: pa.RecordBatch) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
@@ -154,8 +175,9 @@ class PartSink:
     part (after deep disorder) closes both.
     """
 
-    def __init__(self, stage: Path, index: int):
+    def __init__(self, stage: Path, index: int, metadata: dict[str, str] | None = None):
         self.stage, self.index = stage, index
+        self.metadata = metadata or {}
         self.parts: list[tuple[str, int]] = []
         self.error: BaseException | None = None
         self._open: dict[bool, tuple[pq.ParquetWriter, int]] = {}  # dense? → (writer, index in parts)
@@ -186,7 +208,7 @@ class PartSink:
                     self._close_parts()
                     if item is None:
                         return
-                for dense, part in zip((True, False), split_dense(item[0]), strict=True):
+                for dense, part in zip((True, False), split_dense(widen(item[0])), strict=True):
                     if part is not None:
                         self._write(dense, part)
             except Exception as err:  # reported by close(); the capture is then dropped whole
@@ -198,7 +220,7 @@ class PartSink:
         if dense not in self._open:
             path = self.stage / f"{self.index:06d}-{len(self.parts):04d}.parquet"
             self._open[dense] = (
-                _open_writer(path, DENSE_SCHEMA if dense else PACKET_SCHEMA),
+                _open_writer(path, (DENSE_SCHEMA if dense else DATASET_SCHEMA).with_metadata(self.metadata)),
                 len(self.parts),
             )
             self.parts.append((str(path), 0))
@@ -261,7 +283,7 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
     """
     start = time.perf_counter()
     res = CaptureResult(task.index)
-    sink = PartSink(Path(task.stage_dir), task.index)
+    sink = PartSink(Path(task.stage_dir), task.index, task.metadata)
     reader = CaptureReader(task.src, task.batch_rows)
     order = TimeOrder(sink)
     try:

@@ -1,0 +1,154 @@
+"""Self-describing datasets: Parquet key-value metadata, a typed `ts` column, a versioned schema that a
+later tracecore reads (older) or refuses in one line (newer)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tracecore.cli.app import app
+from typer.testing import CliRunner
+
+import tracecore
+from tests.test_ingest_support import copy_run
+from tracecore.errors import DatasetVersionError
+from tracecore.ingest import ingest, open_catalog
+from tracecore.sample import BOTH_DIRECTIONS_RUN, SAMPLE_RUN, both_directions_run, sample_run
+from tracecore.schema import PACKET_SCHEMA, SCHEMA_VERSION
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Path:
+    out = tmp_path / "data"
+    summary = ingest([sample_run()], out, jobs=1)
+    assert not summary.failed, summary.to_json()
+    return out
+
+
+def _set_meta(out: Path, key: str, value: str | None) -> None:
+    con = duckdb.connect(str(out / "tracecore.duckdb"))
+    try:
+        con.execute("DELETE FROM _meta WHERE key = ?", [key])
+        if value is not None:
+            con.execute("INSERT INTO _meta VALUES (?, ?)", [key, value])
+    finally:
+        con.close()
+
+
+def test_every_part_file_says_what_it_holds(sample: Path) -> None:
+    parts = sorted((sample / "packets").rglob("*.parquet"))
+    assert parts
+    captures = set()
+    for part in parts:
+        meta = {k.decode(): v.decode() for k, v in pq.read_metadata(part).metadata.items()}
+        assert meta["tracecore.version"] == tracecore.__version__ == "0.1.0"
+        assert meta["tracecore.schema_version"] == "2"
+        assert meta["tracecore.run"] == SAMPLE_RUN
+        assert meta["tracecore.ts_ns"].startswith("UTC nanoseconds since 1970-01-01T00:00:00Z")
+        units = json.loads(meta["tracecore.units"])
+        assert units["frame_len"] == "bytes (original length on the wire)"
+        assert units["ts_ns"] == "ns since the Unix epoch, UTC"
+        assert set(units) == set(PACKET_SCHEMA.names)
+        captures.add((part.parent.name, meta["tracecore.capture"]))
+    assert captures == {
+        ("worker=W1", "worker-0-tcpdump.pcap"),
+        ("worker=W2", "worker-1-tcpdump.pcap"),
+        ("worker=W3", "worker-2-tcpdump.pcap"),
+        ("worker=W4", "worker-3-tcpdump.pcap"),
+    }
+
+
+def test_packets_has_a_timestamp_column_next_to_ts_ns(sample: Path) -> None:
+    con = open_catalog(sample)
+    try:
+        row = con.execute(
+            "SELECT ts_ns, ts, typeof(ts), epoch_ns(ts) = ts_ns FROM packets ORDER BY ts_ns LIMIT 1"
+        ).fetchall()[0]
+        assert row[2] == "TIMESTAMP_NS"
+        assert row[3] is True
+        assert con.execute("SELECT count(*) FROM packets WHERE epoch_ns(ts) <> ts_ns").fetchall()[0] == (0,)
+        first = dt.datetime.fromtimestamp(row[0] // 10**9, dt.UTC).replace(tzinfo=None)
+        assert row[1].replace(microsecond=0) == first
+        frame = con.sql("SELECT ts FROM packets LIMIT 3").pl()
+        assert frame.schema["ts"] == pl.Datetime("ns")
+        assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("2",)
+    finally:
+        con.close()
+
+
+def test_a_dataset_from_a_future_tracecore_is_refused_in_one_line(sample: Path) -> None:
+    _set_meta(sample, "schema_version", str(SCHEMA_VERSION + 1))
+    before = sorted(p.relative_to(sample) for p in (sample / "packets").rglob("*.parquet"))
+    expected = (
+        f"{sample / 'tracecore.duckdb'}: dataset schema version 3 is newer than this tracecore 0.1.0 reads"
+        " (versions 1 to 2); upgrade tracecore (pip install -U tracecore) or re-ingest the captures into"
+        " a new --data folder"
+    )
+    with pytest.raises(DatasetVersionError) as err:
+        open_catalog(sample)
+    assert str(err.value) == expected
+    with pytest.raises(DatasetVersionError):  # not even --force rewrites it
+        ingest([both_directions_run()], sample, jobs=1, force=True)
+    assert sorted(p.relative_to(sample) for p in (sample / "packets").rglob("*.parquet")) == before
+    result = CliRunner().invoke(app, ["query", "run_summary", "--data", str(sample)])
+    assert result.exit_code == 4
+    assert result.output == f"Error: {expected}\n"
+
+
+def _make_version_1(out: Path) -> None:
+    """What tracecore 0.1.0 wrote: uint32 byte columns, no metadata, no schema_version in _meta."""
+    for part in (out / "packets").rglob("*.parquet"):
+        table = pq.read_table(part)
+        schema = pa.schema(
+            [
+                PACKET_SCHEMA.field(f.name).with_nullable(f.nullable)
+                for f in table.schema
+                if f.name in PACKET_SCHEMA.names
+            ]
+        )
+        pq.write_table(table.select(schema.names).cast(schema).replace_schema_metadata(None), part)
+    _set_meta(out, "schema_version", None)
+
+
+def test_an_older_dataset_is_read_and_upgraded_by_the_next_ingest(tmp_path: Path, sample: Path) -> None:
+    con = open_catalog(sample)
+    want = con.execute("SELECT count(*), sum(frame_len), sum(l4_payload_len) FROM packets").fetchall()[0]
+    con.close()
+    _make_version_1(sample)
+    part = next((sample / "packets").rglob("*.parquet"))
+    assert pq.read_schema(part).field("frame_len").type == pa.uint32()
+    con = open_catalog(sample)
+    got = con.execute("SELECT count(*), sum(frame_len), sum(l4_payload_len), typeof(frame_len) FROM packets"
+                  " GROUP BY ALL").fetchall()[0]  # fmt: skip
+    con.close()
+    assert got == (*want, "BIGINT")
+    run = copy_run(tmp_path / "more", "both")
+    summary = ingest([run], sample, jobs=1)
+    assert not summary.failed
+    for part in (sample / "packets").rglob("*.parquet"):
+        meta = pq.read_metadata(part).metadata
+        assert pq.read_schema(part).field("frame_len").type == pa.int64(), part
+        assert meta[b"tracecore.schema_version"] == b"2", part
+    con = open_catalog(sample)
+    assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("2",)
+    assert (
+        con.execute(
+            "SELECT count(*), sum(frame_len), sum(l4_payload_len) FROM packets WHERE run = ?",
+            [SAMPLE_RUN],
+        ).fetchall()[0]
+        == want
+    )
+    assert con.execute("SELECT count(DISTINCT run) FROM packets").fetchall()[0] == (2,)
+    assert con.execute("SELECT run FROM runs ORDER BY run").fetchall() == sorted(
+        [(SAMPLE_RUN,), (BOTH_DIRECTIONS_RUN,)]
+    )
+    stored = con.execute("SELECT sum(frame_len) FROM packets_all").fetchall()[0][0]
+    con.close()
+    glob = str(sample / "packets" / "**" / "*.parquet")  # one schema again: Polars scans every file
+    assert pl.scan_parquet(glob).select(pl.col("frame_len").sum()).collect().item() == stored > want[1]

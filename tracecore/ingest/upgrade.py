@@ -1,0 +1,45 @@
+"""Bring the part files of an older dataset to today's schema before an ingest adds to it.
+
+Why: an ingest into a dataset of schema version 1 (uint32 byte columns, no metadata) would otherwise
+leave a mix of uint32 and int64 files, which DuckDB reads (the packets view casts) but Polars and
+Arrow datasets refuse or wrap. Each file is rewritten beside itself and renamed over itself: its rows
+are unchanged, so a crash between two files leaves a readable dataset the next ingest finishes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tracecore.ingest.dataset_tables import State
+from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, part_metadata
+
+
+def upgrade_parts(out: Path, state: State) -> int:
+    """Rewrite every part file of `state` whose byte columns are not int64; returns how many."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tracecore.ingest.writer import ROW_GROUP_ROWS, _open_writer
+
+    done = 0
+    for row in state.rows("_files"):
+        path = out / row["path"]
+        if not path.is_file():
+            continue
+        old = pq.read_schema(path)
+        if all(old.field(c).type == pa.int64() for c in BYTE_COLUMNS):
+            continue
+        table = pq.read_table(path)
+        dense = not any(f.nullable for f in old)
+        schema = pa.schema([f.with_nullable(not dense and f.nullable) for f in DATASET_SCHEMA])
+        table = table.select(schema.names).cast(schema)
+        tmp = path.with_name(f".{path.name}.upgrade.parquet")  # a crash's leftover: swept by recover()
+        writer = _open_writer(tmp, schema.with_metadata(part_metadata(row["run"], row["file"])))
+        try:
+            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        finally:
+            writer.close()
+        os.replace(tmp, path)
+        done += 1
+    return done
