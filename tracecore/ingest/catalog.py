@@ -72,8 +72,7 @@ def log_table_names() -> frozenset[str]:
     """Tables the log parsers may add beyond the base ones: the only names `extra_tables` may hold."""
     from tracecore import logs
 
-    logs._load_builtin_parsers()
-    return frozenset(p.table for p in logs.PARSERS) - set(BASE_SCHEMAS)
+    return frozenset(p.table for p in logs.parsers()) - set(BASE_SCHEMAS)
 
 
 def _extra_tables(meta: dict[str, str], path: Path) -> list[str]:

@@ -78,8 +78,8 @@ def claim(out: Path) -> None:
     recognised and marked; anything else is left untouched.
     """
     from tracecore.errors import DatasetError
+    from tracecore.ingest.dataset_tables import FORMAT_VERSION
     from tracecore.ingest.lock import LOCK_NAME
-    from tracecore.ingest.tables import FORMAT_VERSION
 
     marker = out / MARKER
     if marker.is_file():
