@@ -1,8 +1,8 @@
 """Wheel build hook: ships the reader's ahead-of-time kernels (tracecore/reader/aot.py) in the wheel.
 
-Why: without them every tracecore process pays numba's JIT start-up (~0.5 s) before reading a
-packet. A module already built in the checkout from the same sources (`make` builds one) is
-reused; otherwise it is compiled here (~1 min, needs a C compiler). When neither works the wheel
+Why: without them every tracecore process pays numba's JIT start-up before reading a packet
+(bench/results/reader-notes.md). A module already built in the checkout from the same sources
+(`make` builds one) is reused; otherwise it is compiled here (needs a C compiler). When neither works the wheel
 is built pure, and tracecore falls back to the JIT at run time: slower to start, same results.
 Editable installs are left alone (`make` builds the module in place).
 """

@@ -1,7 +1,7 @@
-"""On-demand installation of the bench's Python extras (torch) into the running interpreter's env.
+"""On-demand installation of the bench's Python extras into the running interpreter's env.
 
-torch is never a dependency of tracecore; the bench installs the CPU wheel pinned in
-bench/requirements.txt only when a DDP capture is asked for.
+torch is never a dependency of tracecore; the bench installs bench/requirements.txt (the pinned
+CPU torch wheel and the bench's plain-Python peer, dpkt) only when a DDP capture is asked for.
 """
 
 from __future__ import annotations

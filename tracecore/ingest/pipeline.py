@@ -127,10 +127,10 @@ def _no_cyclic_gc() -> Iterator[None]:
 @contextlib.contextmanager
 def _warm_up(runs: list[RunSource]) -> Iterator[None]:
     """One-off start-up costs paid on a thread while the body works, joined on the way out:
-    numba's when the JIT kernels are used (~0.5 s, see compiled.py; nothing with the ahead-of-time
-    ones) while the captures are planned, instead of delaying the first read; then pyarrow's first
-    conversion of Python objects, which imports pandas when it is installed (~0.2 s), during the
-    reads instead of in the commit."""
+    numba's when the JIT kernels are used (nothing with the ahead-of-time ones) while the captures
+    are planned, instead of delaying the first read; then pyarrow's first conversion of Python
+    objects, which imports pandas when it is installed, during the reads instead of in the commit
+    (costs: bench/results/reader-notes.md)."""
     if not any(run.captures for run in runs):
         yield
         return
