@@ -2,8 +2,9 @@
 
 Why: without them every tracecore process pays numba's JIT start-up before reading a packet
 (bench/results/reader-notes.md). A module already built in the checkout from the same sources
-(`make` builds one) is reused; otherwise it is compiled here (needs a C compiler). When neither works the wheel
-is built pure, and tracecore falls back to the JIT at run time: slower to start, same results.
+(`make` builds one) is reused; otherwise it is compiled here (needs a C compiler). When neither
+works the wheel is built pure, and tracecore falls back to the JIT at run time: slower to start,
+same results.
 Editable installs are left alone (`make` builds the module in place).
 """
 
