@@ -14,7 +14,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import typer
 
-from tracecore import __version__
+from tracecore.version import __version__
 
 # Modules under cli/ that add commands; each defines register(app: typer.Typer) -> None.
 COMMAND_MODULES: list[str] = ["demo", "read", "model", "ingest", "query", "sql", "figure", "report", "init"]

@@ -70,10 +70,11 @@ def ingest(
 
 def print_summary(summary: IngestSummary) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(stderr=True)
-    table = Table(title=f"ingest → {summary.out}", title_justify="left")
+    table = Table(title=escape(f"ingest → {summary.out}"), title_justify="left")
     for col, justify in (
         ("run", "left"),
         ("worker", "left"),
@@ -92,10 +93,10 @@ def print_summary(summary: IngestSummary) -> None:
         "removed": "magenta",
     }
     for c in sorted(summary.captures, key=lambda c: (c.run, c.worker or "", c.file)):
-        table.add_row(
-            c.run,
-            c.worker or "-",
-            c.file,
+        table.add_row(  # names come from the user's folders: escaped, never read as Rich markup
+            escape(c.run),
+            escape(c.worker or "-"),
+            escape(c.file),
             f"[{style.get(c.status, '')}]{c.status}",
             f"{c.packets:,}",
             f"{c.input_bytes / 1e6:,.1f}",
@@ -107,13 +108,11 @@ def print_summary(summary: IngestSummary) -> None:
         wanted = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
         console.width = max(console.width, wanted)
     console.print(table)
-    for c in summary.captures:
-        if c.message:
-            console.print(f"[red]{c.status}[/]: {c.message}", highlight=False)
-    for path, reason in summary.problems:
-        console.print(f"[red]problem[/]: {path}: {reason}", highlight=False)
-    for warning in summary.warnings:
-        console.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    lines = [("red", c.status, c.message) for c in summary.captures if c.message]
+    lines += [("red", "problem", f"{path}: {reason}") for path, reason in summary.problems]
+    lines += [("yellow", "warning", warning) for warning in summary.warnings]
+    for colour, label, text in lines:  # whole lines: a log or a grep must see every name uncut
+        console.print(f"[{colour}]{label}[/]: {escape(text)}", highlight=False, soft_wrap=True)
     pps, bps = summary.rate()
     console.print(
         f"{len(summary.runs)} run(s), {summary.packets:,} packets read in {summary.seconds:.2f} s "

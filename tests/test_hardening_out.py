@@ -11,6 +11,7 @@ import pytest
 from tests.test_ingest_support import copy_run
 from tracecore.errors import DatasetError
 from tracecore.ingest import ingest
+from tracecore.ingest.dataset_tables import FORMAT_VERSION
 from tracecore.sample import sample_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +57,9 @@ def test_an_empty_folder_becomes_a_dataset(tmp_path: Path) -> None:
     out = tmp_path / "empty"
     out.mkdir()
     assert not ingest([sample_run()], out).failed
-    assert (out / ".tracecore-dataset").read_text() == "tracecore dataset\nformat_version = 1\n"
+    assert (
+        out / ".tracecore-dataset"
+    ).read_text() == f"tracecore dataset\nformat_version = {FORMAT_VERSION}\n"
     assert {c.status for c in ingest([sample_run()], out).captures} == {"unchanged"}
 
 

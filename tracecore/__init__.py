@@ -6,8 +6,9 @@ The library does all real work; `tracecore.cli` only parses arguments and prints
 from pathlib import Path as _Path
 
 from tracecore import _checkout
+from tracecore.version import __version__
 
-__version__ = "0.1.0"
+__all__ = ["__version__", "open"]
 
 _checkout.install(__name__, _Path(__file__).resolve().parent)
 

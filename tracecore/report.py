@@ -17,7 +17,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from tracecore import __version__
+from tracecore.version import __version__
 
 if TYPE_CHECKING:
     import duckdb

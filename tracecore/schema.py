@@ -73,7 +73,7 @@ def part_metadata(run: str, capture: str) -> dict[str, str]:
     """The key-value metadata of a packet part file: what the file is, without the catalog."""
     import json
 
-    from tracecore import __version__
+    from tracecore.version import __version__
 
     return {
         "tracecore.version": __version__,
@@ -88,8 +88,8 @@ def part_metadata(run: str, capture: str) -> dict[str, str]:
 def check_schema_version(recorded: str | None, where: object) -> int:
     """The dataset's schema version (None: 1, written before versions were recorded); a version this
     tracecore cannot read raises DatasetError saying why, so nothing misreads or rewrites it."""
-    from tracecore import __version__
     from tracecore.errors import DatasetVersionError
+    from tracecore.version import __version__
 
     try:
         version = int(recorded) if recorded is not None else 1

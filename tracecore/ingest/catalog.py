@@ -26,12 +26,13 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracecore import __version__, views
+from tracecore import views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import lock, testpause
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir
 from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, SCHEMA_VERSION, check_schema_version
+from tracecore.version import __version__
 
 _DUCK_TYPES = {
     pa.int64(): "BIGINT",
