@@ -121,6 +121,7 @@ def render(table: pa.Table, limit_rows: int | None) -> str:
     from rich.box import SIMPLE_HEAD
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     shown = table if limit_rows is None else table.slice(0, limit_rows)
     rows = [[_cell(v) for v in row.values()] for row in shown.to_pylist()]
@@ -128,16 +129,16 @@ def render(table: pa.Table, limit_rows: int | None) -> str:
     grid = Table(box=SIMPLE_HEAD, header_style="bold", pad_edge=False)
     for field in table.schema:
         numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
-        grid.add_column(field.name, justify="right" if numeric else "left", no_wrap=True)
-    for row in rows:
-        grid.add_row(*row)
+        grid.add_column(Text(field.name), justify="right" if numeric else "left", no_wrap=True)
+    for row in rows:  # Text: values are data (run names, SQL strings), never read as Rich markup
+        grid.add_row(*(Text(cell) for cell in row))
     buf = io.StringIO()  # wide enough that no column is cut: read whole or piped, not squeezed into a tty
     width = sum(widths) + 3 * len(widths) + 2
     Console(file=buf, width=width, force_terminal=False, color_system=None).print(grid)
     text = buf.getvalue()
     if shown.num_rows < table.num_rows:
-        left = table.num_rows - shown.num_rows
-        text += f"… {left} more rows of {table.num_rows}; use --limit, --format csv or --out for all\n"
+        left = f"{table.num_rows - shown.num_rows} more rows of {table.num_rows}"
+        text += f"… {left}; use --limit, --format csv or --out for all\n"
     else:
         text += f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}\n"
     return text
