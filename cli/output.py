@@ -1,8 +1,7 @@
 """Every result the CLI prints or writes: one `Format`, one terminal table, CSV/JSON/Parquet writers.
 
-Why one module: `query`, `sql`, `read`, `model` and `demo` print the same kinds of table, so they share
-one renderer and one NaN/decimal rule (`tracecore.json_values`); pyarrow and rich load only when used.
-"""
+Why one module: every command prints the same kinds of table, so they share one renderer and one
+NaN/decimal rule (`tracecore.json_values`); pyarrow and rich load only when used."""
 
 from __future__ import annotations
 

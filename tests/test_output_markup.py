@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pyarrow as pa
-
 from tracecore.cli.output import render
 
 
