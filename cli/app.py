@@ -17,7 +17,18 @@ import typer
 from tracecore.version import __version__
 
 # Modules under cli/ that add commands; each defines register(app: typer.Typer) -> None.
-COMMAND_MODULES: list[str] = ["demo", "read", "model", "ingest", "query", "sql", "figure", "report", "init"]
+COMMAND_MODULES: list[str] = [
+    "demo",
+    "read",
+    "model",
+    "ingest",
+    "query",
+    "sql",
+    "figure",
+    "report",
+    "init",
+    "run",
+]
 
 app = typer.Typer(
     name="tracecore",

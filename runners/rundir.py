@@ -15,8 +15,11 @@ from tracecore.runners.testbed import TestbedError
 
 
 @contextlib.contextmanager
-def staged_run_dir(out_root: str | Path, name: str, *, overwrite: bool = True) -> Iterator[Path]:
-    """Yield `<out_root>/<name>.partial/`; on success it replaces `<out_root>/<name>/`, else it is removed."""
+def staged_run_dir(
+    out_root: str | Path, name: str, *, overwrite: bool = True, failed_to: Path | None = None
+) -> Iterator[Path]:
+    """Yield `<out_root>/<name>.partial/`; on success it replaces `<out_root>/<name>/`, else it is
+    removed, or moved to `failed_to` when given (failed runs kept apart for their logs, never ingested)."""
     out_root = Path(out_root).resolve()
     out_root.mkdir(parents=True, exist_ok=True)
     final = out_root / name
@@ -33,6 +36,10 @@ def staged_run_dir(out_root: str | Path, name: str, *, overwrite: bool = True) -
         partial.rename(final)
         ok = True
     finally:
+        if not ok and failed_to is not None and partial.is_dir():
+            failed_to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(failed_to, ignore_errors=True)
+            partial.rename(failed_to)
         if not ok:
             shutil.rmtree(partial, ignore_errors=True)
 

@@ -42,7 +42,15 @@ from pathlib import Path
 
 from tracecore.errors import ExitCode, TracecoreError
 
-__all__ = ["CaptureStats", "Testbed", "TestbedError", "cleanup_stale", "list_netns"]
+__all__ = [
+    "CaptureStats",
+    "Testbed",
+    "TestbedError",
+    "cleanup_stale",
+    "list_netns",
+    "nft_loss_ruleset",
+    "tcpdump_argv",
+]
 
 _COUNTER = itertools.count()
 _NAME_RE = re.compile(r"^tb(\d+)x\d+-")
@@ -120,6 +128,29 @@ def cleanup_stale() -> list[str]:
             if _run(["ip", "netns", "del", ns], check=False).returncode == 0:
                 removed.append(ns)
     return removed
+
+
+def tcpdump_argv(
+    interface: str, snaplen: int, buffer_kib: int, path: str | os.PathLike, bpf: str
+) -> list[str]:
+    """The capture command on one worker, one owner, so a dry run shows what a real run starts."""
+    return ["tcpdump", "-i", interface, "-nn", "--immediate-mode", "-Z", "root",
+            "-s", str(snaplen), "-B", str(buffer_kib), "-w", str(path), bpf]  # fmt: skip
+
+
+def nft_loss_ruleset(loss_pct: float) -> str:
+    """The bridge's random-drop rule for `loss_pct` % (0.1 % resolution): the netns loss method."""
+    k = round(loss_pct * 10)  # per mille
+    if k <= 0:
+        raise TestbedError(f"loss {loss_pct}% is below the 0.1% resolution of the drop rule")
+    return (
+        "table bridge tbloss {\n"
+        "  chain lossy {\n"
+        "    type filter hook forward priority 0; policy accept;\n"
+        f"    ether type ip numgen random mod 1000 < {k} counter drop\n"
+        "  }\n"
+        "}\n"
+    )
 
 
 @dataclass
@@ -287,19 +318,9 @@ class Testbed:
     def _add_loss(self, loss_pct: float) -> None:
         if shutil.which("nft") is None:
             raise TestbedError("nft not found: run scripts/install-system-deps.sh (loss needs nftables)")
-        k = round(loss_pct * 10)  # per mille
-        if k <= 0:
-            raise TestbedError(f"loss {loss_pct}% is below the 0.1% resolution of the drop rule")
-        ruleset = (
-            "table bridge tbloss {\n"
-            "  chain lossy {\n"
-            "    type filter hook forward priority 0; policy accept;\n"
-            f"    ether type ip numgen random mod 1000 < {k} counter drop\n"
-            "  }\n"
-            "}\n"
-        )
+        argv, ruleset = self.loss_command(loss_pct)
         proc = subprocess.run(
-            ["ip", "netns", "exec", self.bridge_ns, "nft", "-f", "-"],
+            argv,
             input=ruleset,
             capture_output=True,
             text=True,
@@ -308,6 +329,17 @@ class Testbed:
         )
         if proc.returncode != 0:
             raise TestbedError(f"nft loss rule failed: {proc.stderr.strip()}")
+
+    def set_loss(self, loss_pct: float) -> None:
+        """Switch the random-drop rule to `loss_pct` % (0 removes it) on a testbed that is up."""
+        if not 0.0 <= loss_pct < 100.0:
+            raise TestbedError(f"loss_pct must be in [0, 100), got {loss_pct}")
+        if self.loss_pct > 0:
+            self._nsexec(self.bridge_ns, "nft", "delete", "table", "bridge", "tbloss")
+            self.loss_pct = 0.0
+        if loss_pct > 0:
+            self._add_loss(loss_pct)
+            self.loss_pct = loss_pct
 
     def loss_counter(self) -> int:
         """Packets dropped so far by the loss rule (0 without loss)."""
@@ -368,10 +400,18 @@ class Testbed:
             raise TestbedError("teardown left namespaces behind: " + "; ".join(errors))
 
     # ---- running things inside ------------------------------------------------------------
+    def wrap(self, i: int, argv: Sequence[str]) -> list[str]:
+        """argv as run inside worker i's namespace (pure: dry runs show it before the testbed is up)."""
+        return ["ip", "netns", "exec", self.ns(i), *map(str, argv)]
+
+    def loss_command(self, loss_pct: float) -> tuple[list[str], str]:
+        """The command (argv, stdin) that installs the random-drop rule in the bridge namespace."""
+        return ["ip", "netns", "exec", self.bridge_ns, "nft", "-f", "-"], nft_loss_ruleset(loss_pct)
+
     def _argv(self, i: int, argv: Sequence[str]) -> list[str]:
         if not self._up:
             raise TestbedError("testbed is not up (use `with Testbed(...) as tb:`)")
-        return ["ip", "netns", "exec", self.ns(i), *map(str, argv)]
+        return self.wrap(i, argv)
 
     def exec(
         self, i: int, argv: Sequence[str], *, check: bool = True, timeout: float = 60.0, **kwargs
@@ -426,22 +466,21 @@ class Testbed:
         sender_only: bool = True,
         buffer_kib: int = 32768,
         extra_filter: str | None = None,
+        bpf: str | None = None,
+        interface: str | None = None,
     ) -> _Capture:
-        """Non-context form of `capture`; stop with `stop_capture`."""
+        """Non-context form of `capture`; stop with `stop_capture`. `bpf` replaces the built filter."""
         if shutil.which("tcpdump") is None:
             raise TestbedError("tcpdump not found: run scripts/install-system-deps.sh")
         path = Path(path).resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        bpf = f"{'src' if sender_only else 'host'} {self.ip(i)}"
-        if extra_filter:
-            bpf = f"({bpf}) and ({extra_filter})"
-        argv = self._argv(
-            i,
-            ["tcpdump", "-i", "eth1", "-nn", "--immediate-mode", "-Z", "root",
-             "-s", str(snaplen), "-B", str(buffer_kib), "-w", str(path), bpf],
-        )  # fmt: skip
+        if bpf is None:
+            bpf = f"{'src' if sender_only else 'host'} {self.ip(i)}"
+            if extra_filter:
+                bpf = f"({bpf}) and ({extra_filter})"
+        argv = self._argv(i, tcpdump_argv(interface or self.interface, snaplen, buffer_kib, path, bpf))
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         stats = CaptureStats(path=path)
         cap = _Capture(proc=proc, stats=stats)

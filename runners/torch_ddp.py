@@ -30,6 +30,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tracecore.runners.launchers import ddp_worker_argv
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 from tracecore.runners.testbed import CaptureStats, Testbed, TestbedError
 
@@ -136,16 +137,11 @@ def _run_in(
     procs = []
     outs = []
     for r in range(cfg.n_workers):
-        argv = [
-            python, "-m", "tracecore.runners.ddp_worker",
-            "--rank", str(r), "--world-size", str(cfg.n_workers),
-            "--master-addr", tb.ip(0), "--master-port", "29500",
-            "--depth", str(cfg.depth), "--width", str(cfg.width),
-            "--batch-size", str(cfg.batch_size), "--epochs", str(cfg.epochs),
-            "--steps-per-epoch", str(cfg.steps_per_epoch), "--optimizer", cfg.optimizer,
-            "--lr", str(cfg.lr), "--bucket-cap-mb", str(cfg.bucket_cap_mb),
-            "--log", str(log_path), "--meta", str(meta_path),
-        ]  # fmt: skip
+        argv = ddp_worker_argv(
+            python, r, cfg.n_workers, tb.ip(0), 29500, depth=cfg.depth, width=cfg.width,
+            batch_size=cfg.batch_size, epochs=cfg.epochs, steps_per_epoch=cfg.steps_per_epoch,
+            optimizer=cfg.optimizer, lr=cfg.lr, bucket_cap_mb=cfg.bucket_cap_mb, log=log_path, meta=meta_path,
+        )  # fmt: skip
         out = scratch / f"rank-{r}.out"
         fh = stack.enter_context(out.open("wb"))
         outs.append(out)

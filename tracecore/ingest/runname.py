@@ -4,7 +4,9 @@ Why both name forms: the measurement code names folders `framework-model-optimiz
 loss-topology` with the loss as a raw number (`horovod-resnet50-adam-64-mpi-0-ring`), while the
 published traces were renamed (`tf_sync-…-normal-ring`, `…-loss_0.1-ring`), the form tracecore's own
 launchers write. Both parse to the same typed fields. Underscores live inside fields (`tf_sync`,
-`grpc_nccl`), so splitting on `-` is exact for 7 fields.
+`grpc_nccl`), so splitting on `-` is exact for 7 fields. Experiment runners that repeat a
+configuration or vary the worker count add an eighth field, the variant `w<workers>`, `r<repetition>`
+or `w<workers>r<repetition>` (`…-normal-ring-w4r2`), parsed back into `extra`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ MODEL_SIZE_KEYS = ("grad_bytes", "gradient_bytes", "n_params")  # typed columns,
 BYTES_PER_PARAM = 4  # fp32 gradients: grad_bytes when run.toml gives only n_params
 _LOSS = re.compile(r"^(?:loss_)?(\d+(?:\.\d+)?)$")
 _FIELD = re.compile(r"^[^-/\s]+$")  # one name field: no separator, no folder, no blank
+_VARIANT = re.compile(r"^(?:w([1-9]\d*))?(?:r([1-9]\d*))?$")  # optional 8th field: workers, repetition
 
 
 @dataclass
@@ -64,9 +67,19 @@ def format_loss(loss_pct: float) -> str:
 
 
 def format_run_name(
-    framework: str, model: str, optimizer: str, batch_size: int, backend: str, loss_pct: float, topology: str
+    framework: str,
+    model: str,
+    optimizer: str,
+    batch_size: int,
+    backend: str,
+    loss_pct: float,
+    topology: str,
+    *,
+    workers: int | None = None,
+    repetition: int | None = None,
 ) -> str:
-    """`framework-model-optimizer-batchsize-backend-loss-topology`, the name parse_run_name reads back."""
+    """`framework-model-optimizer-batchsize-backend-loss-topology[-w<workers>r<repetition>]`, the name
+    parse_run_name reads back; the variant keeps repeated or rescaled runs of one configuration apart."""
     texts = zip(
         ("framework", "model", "optimizer", "backend", "topology"),
         (framework, model, optimizer, backend, topology),
@@ -77,7 +90,14 @@ def format_run_name(
             raise UsageError(f"run-name field {key} {value!r} must be non-empty, without '-', '/' or blanks")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0:
         raise UsageError(f"run-name batch size {batch_size!r} must be a whole number ≥ 0")
-    return "-".join((framework, model, optimizer, str(batch_size), backend, format_loss(loss_pct), topology))
+    variant = ""
+    for letter, number in (("w", workers), ("r", repetition)):
+        if number is not None:
+            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+                raise UsageError(f"run-name {letter} value {number!r} must be a whole number ≥ 1")
+            variant += f"{letter}{number}"
+    fields = (framework, model, optimizer, str(batch_size), backend, format_loss(loss_pct), topology)
+    return "-".join(fields + ((variant,) if variant else ()))
 
 
 def parse_loss(text: str) -> float | None:
@@ -91,13 +111,23 @@ def parse_loss(text: str) -> float | None:
 def parse_run_name(name: str) -> RunMeta:
     """Split a folder name into typed fields; a name that does not fit gives all-None fields."""
     parts = name.split("-")
+    variant = None
+    if len(parts) == len(FIELDS) + 1:
+        variant = _VARIANT.match(parts.pop())
+        if variant is None or not variant.group(0):
+            return RunMeta()
     if len(parts) != len(FIELDS) or not all(parts):
         return RunMeta()
     fw, model, opt, bsize, backend, loss, topo = parts
     loss_pct = parse_loss(loss)
     if not bsize.isdigit() or loss_pct is None:
         return RunMeta()
-    return RunMeta(fw, model, opt, int(bsize), backend, loss_pct, topo, name_parsed=True)
+    extra = {}
+    if variant is not None:
+        for key, text in zip(("workers", "repetition"), variant.groups(), strict=True):
+            if text is not None:
+                extra[key] = int(text)
+    return RunMeta(fw, model, opt, int(bsize), backend, loss_pct, topo, name_parsed=True, extra=extra)
 
 
 def apply_run_toml(meta: RunMeta, path: Path) -> list[str]:

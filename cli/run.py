@@ -1,0 +1,56 @@
+"""`tracecore run EXPERIMENT.toml`: launch, capture and record an experiment's matrix of runs.
+
+Thin: the experiment model, the lifecycle and the backends live in `tracecore.runners`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from tracecore.cli.common import boundary
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+
+
+@boundary
+def run(
+    experiment: Annotated[Path, typer.Argument(help="Experiment file (TOML).")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print every host's commands; run nothing.")
+    ] = False,
+    only: Annotated[
+        str | None, typer.Option("--only", help="Only runs whose name matches this glob.")
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Skip runs already complete.")] = False,
+    ingest: Annotated[
+        bool | None,
+        typer.Option("--ingest/--no-ingest", help="Ingest the runs at the end.", show_default="file"),
+    ] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="KEY=V1,V2: a matrix axis, or SECTION.KEY=VALUE.")
+    ] = None,
+) -> None:
+    """Expand EXPERIMENT's matrix into runs and capture each into pcaps/<run-name>/."""
+    from tracecore.runners.execute import run_experiment
+
+    def progress(message: str) -> None:
+        typer.echo(message, err=True)
+
+    result = run_experiment(
+        experiment,
+        dry=dry_run,
+        only=only,
+        resume=resume,
+        ingest=ingest,
+        overrides=overrides,
+        progress=progress,
+    )
+    if isinstance(result, str):
+        typer.echo(result, nl=False)
+        return
+    for outcome in result.outcomes:
+        typer.echo(f"{outcome.status:8} {outcome.name}  {outcome.folder or ''}")

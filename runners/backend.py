@@ -1,0 +1,149 @@
+"""The one interface every place that runs training implements: netns today, ssh and slurm next.
+
+Why one interface: a run's lifecycle (capture on, loss on, launch, wait, capture off, loss off,
+collect, clean up; `tracecore.runners.execute`) is the same wherever the hosts are; only how a
+command reaches a host differs. Each backend has two halves:
+
+- pure builders (`hosts`, `host_dir`, `capture_command`, `loss_commands`, `launch_command`) that
+  say exactly which argv a host runs: a dry run prints them, a real run executes the same lists;
+- effects (`prepare`, `start_capture`/`stop_capture`, `apply_loss`/`clear_loss`, `launch`, `poll`,
+  `stop`, `collect`, `cleanup`), where `cleanup` undoes everything and is safe to call twice.
+
+How ssh and slurm fit (next phase): ssh's `launch_command` is `ssh -o BatchMode=yes -o
+StrictHostKeyChecking=yes -o ControlMaster=auto … HOST -- shlex.join([setsid, sh, -c, 'echo $$ >
+PIDFILE; exec timeout DEADLINE env K=V … argv'])`, `poll`/`stop` are separate ssh calls reading the
+pidfile and killing the process group by its recorded id, `collect` is scp plus a size check;
+slurm's `launch` submits the run's generated sbatch script (`sbatch --parsable`), `poll` reads
+`squeue`/`scontrol`, `stop` is `scancel`, `collect` is nothing (shared filesystem).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from tracecore.runners.experiment import CaptureSettings
+from tracecore.runners.launchers import Host, HostCommand
+from tracecore.runners.testbed import CaptureStats
+
+
+@dataclass
+class Proc:
+    """A launched host command: the backend's handle (a Popen, a remote process group, a job id)."""
+
+    host: Host
+    handle: object
+    log: Path
+    returncode: int | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a dry run: where it runs, what it is for, the argv and any stdin it is fed."""
+
+    where: str
+    what: str
+    argv: tuple[str, ...]
+    stdin: str | None = None
+
+
+class Backend(ABC):
+    """Hosts, processes, captures and loss for one experiment; see the module docstring."""
+
+    kind: ClassVar[str]
+    loss_method: ClassVar[str]  # how apply_loss drops packets, recorded in run.toml
+    python: str  # interpreter the built-in workload runs with on the hosts
+
+    # ---- pure builders --------------------------------------------------------------------
+    @abstractmethod
+    def hosts(self, n: int) -> list[Host]:
+        """The first n hosts, named and addressed as the commands will see them."""
+
+    @abstractmethod
+    def host_dir(self, host: Host, run_dir: Path) -> str:
+        """The folder host writes its capture and logs into for a run staged at run_dir."""
+
+    @abstractmethod
+    def capture_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
+        """The tcpdump command on host, writing path."""
+
+    @abstractmethod
+    def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
+        """The commands that make the network drop loss_pct % of packets between the hosts."""
+
+    @abstractmethod
+    def launch_command(self, cmd: HostCommand) -> list[str]:
+        """The launcher's argv and env as the command actually started for the host."""
+
+    # ---- effects --------------------------------------------------------------------------
+    @abstractmethod
+    def prepare(self, n: int) -> list[Host]:
+        """Make n hosts ready (namespaces, connections, scratch folders, tool probes); returns them."""
+
+    @abstractmethod
+    def start_capture(self, host: Host, capture: CaptureSettings, path: Path) -> object:
+        """Start tcpdump and return once it is capturing."""
+
+    @abstractmethod
+    def stop_capture(self, handle: object) -> CaptureStats:
+        """Stop a capture and report its packet and kernel-drop counts."""
+
+    @abstractmethod
+    def apply_loss(self, hosts: list[Host], loss_pct: float) -> dict:
+        """Install the loss; returns facts for run.toml (method, rule)."""
+
+    @abstractmethod
+    def clear_loss(self) -> None:
+        """Remove any loss this backend installed; idempotent."""
+
+    @abstractmethod
+    def launch(self, cmd: HostCommand, log: Path) -> Proc:
+        """Start the host's command detached, its output in log."""
+
+    @abstractmethod
+    def poll(self, proc: Proc) -> int | None:
+        """The exit code, or None while it runs."""
+
+    @abstractmethod
+    def stop(self, proc: Proc) -> None:
+        """Terminate the command and everything it started; idempotent."""
+
+    @abstractmethod
+    def collect(self, host: Host, run_dir: Path) -> None:
+        """Bring the host's files for the run into run_dir (and check their sizes)."""
+
+    @abstractmethod
+    def cleanup(self) -> None:
+        """Undo everything prepare and the run did on every host; also after failures."""
+
+    @abstractmethod
+    def facts(self) -> dict:
+        """The network and hosts as run.toml's [network] table."""
+
+    # ---- shared ---------------------------------------------------------------------------
+    def wait(self, procs: list[Proc], timeout_s: float, tick_s: float = 0.1) -> str | None:
+        """Wait for every proc; the first failure or the timeout stops the rest. Returns why it
+        stopped early (None when all exited 0); exit codes are left in each Proc."""
+        deadline = time.monotonic() + timeout_s
+        why = None
+        while True:
+            for p in procs:
+                if p.returncode is None:
+                    p.returncode = self.poll(p)
+            failed = [p for p in procs if p.returncode not in (None, 0)]
+            if failed:
+                why = f"{failed[0].host.name} exited {failed[0].returncode}"
+            elif time.monotonic() > deadline and any(p.returncode is None for p in procs):
+                why = f"timeout after {timeout_s:g} s"
+            if why or all(p.returncode == 0 for p in procs):
+                break
+            time.sleep(tick_s)
+        if why:
+            for p in procs:
+                if p.returncode is None:
+                    self.stop(p)
+                    p.returncode = self.poll(p)
+        return why

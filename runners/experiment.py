@@ -1,0 +1,329 @@
+"""The experiment file: TOML read with `tomllib` into a checked model, and its matrix expanded into runs.
+
+Why a strict model: an experiment launches hours of training on real hosts, so a misspelt key or a bad
+value must stop the run before anything starts, as one line naming the file and the key.
+
+    [experiment]  out = "pcaps", timeout_s = 600, on_failure = "continue" | "stop", ingest, data
+    [backend]     kind = "netns" | "ssh" | "slurm", hosts = [ssh_config aliases], subnet, first_host
+    [capture]     interface = "eth1", snaplen = 128, filter = "src host {ip}", buffer_kib = 32768
+    [loss]        method = "auto" | "nftables" | "netem" | "none"
+    [launcher]    kind = "ddp" | "torchrun" | "horovodrun" | "mpirun" | "kungfu" | "tf" | "command",
+                  program = [argv template], python, port, nproc_per_node, env = {K = "V"}, epochs,
+                  steps_per_epoch (the built-in workload)
+    [matrix]      framework, model, optimizer, batch_size, backend, loss, topology, workers (lists),
+                  repetitions (int); [[matrix.include]] adds one run (unnamed axes take the axis's first
+                  value); [[matrix.exclude]] drops every run matching all of its keys.
+
+Runs are named by `tracecore.ingest.runname.format_run_name`; the variant field carries the worker
+count when the expanded runs use more than one, and the repetition when `repetitions > 1`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import itertools
+import math
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from tracecore.errors import ExitCode, TracecoreError, UsageError
+from tracecore.ingest.runname import format_run_name
+
+BACKENDS = ("netns", "ssh", "slurm")
+LAUNCHERS = ("ddp", "torchrun", "horovodrun", "mpirun", "kungfu", "tf", "command")
+LOSS_METHODS = ("auto", "nftables", "netem", "none")
+AXES = ("framework", "model", "optimizer", "batch_size", "backend", "loss", "topology", "workers")
+TEXT_AXES = ("framework", "model", "optimizer", "backend", "topology")
+
+
+class ExperimentError(TracecoreError):
+    """The experiment file cannot be read, or a key or value in it is not one tracecore accepts."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+@dataclass(frozen=True)
+class Settings:
+    out: str = "pcaps"
+    timeout_s: float = 600.0
+    on_failure: str = "continue"
+    ingest: bool = False
+    data: str | None = None
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    kind: str = "netns"
+    hosts: tuple[str, ...] = ()
+    subnet: str = "192.168.17.0/24"
+    first_host: int = 50
+
+
+@dataclass(frozen=True)
+class CaptureSettings:
+    interface: str = "eth1"
+    snaplen: int = 128
+    filter: str = "src host {ip}"
+    buffer_kib: int = 32768
+
+
+@dataclass(frozen=True)
+class LauncherSettings:
+    kind: str = "ddp"
+    program: tuple[str, ...] = ()
+    python: str | None = None  # None: the backend's interpreter
+    port: int = 29500
+    nproc_per_node: int = 1
+    env: dict[str, str] = field(default_factory=dict)
+    epochs: int = 2
+    steps_per_epoch: int = 10
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the matrix: the name fields plus the worker count and repetition."""
+
+    framework: str
+    model: str
+    optimizer: str
+    batch_size: int
+    backend: str
+    loss_pct: float
+    topology: str
+    workers: int
+    repetition: int = 1
+    name: str = ""
+
+    def fields(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Experiment:
+    path: Path
+    settings: Settings
+    backend: BackendSettings
+    capture: CaptureSettings
+    loss_method: str
+    launcher: LauncherSettings
+    runs: tuple[RunSpec, ...]
+
+
+_SECTIONS = {
+    "experiment": Settings,
+    "backend": BackendSettings,
+    "capture": CaptureSettings,
+    "launcher": LauncherSettings,
+}
+_CHOICES = {
+    ("experiment", "on_failure"): ("continue", "stop"),
+    ("backend", "kind"): BACKENDS,
+    ("launcher", "kind"): LAUNCHERS,
+    ("loss", "method"): LOSS_METHODS,
+}
+
+
+def load_experiment(
+    path: str | Path, overrides: list[str] | None = None, only: str | None = None
+) -> Experiment:
+    """Read, check and expand an experiment file; `overrides` are `--set key=v1,v2`, `only` a name glob."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise ExperimentError(f"{path}: cannot read the experiment file: {err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ExperimentError(f"{path}: not valid TOML: {err}") from None
+    for item in overrides or []:
+        _apply_override(path, doc, item)
+    return parse_experiment(path, doc, only)
+
+
+def parse_experiment(path: Path, doc: dict, only: str | None = None) -> Experiment:
+    """The checked model of an already-read document (errors name `path` and the key)."""
+    known = {*_SECTIONS, "loss", "matrix"}
+    for key in doc:
+        if key not in known:
+            raise ExperimentError(f"{path}: unknown key {key!r} (expected one of {', '.join(sorted(known))})")
+    sections = {name: _section(path, doc, name, cls) for name, cls in _SECTIONS.items()}
+    loss = _table(path, doc, "loss")
+    _no_unknown(path, "loss", loss, ("method",))
+    method = _choice(path, "loss", "method", loss.get("method", "auto"))
+    runs = expand_matrix(path, _table(path, doc, "matrix"))
+    if only is not None:
+        runs = [r for r in runs if fnmatch.fnmatchcase(r.name, only)]
+    if sections["backend"].kind != "netns" and not sections["backend"].hosts:
+        raise ExperimentError(f"{path}: backend.hosts: the {sections['backend'].kind} backend needs hosts")
+    return Experiment(
+        path,
+        sections["experiment"],
+        sections["backend"],
+        sections["capture"],
+        method,
+        sections["launcher"],
+        tuple(runs),
+    )
+
+
+def _table(path: Path, doc: dict, name: str) -> dict:
+    value = doc.get(name, {})
+    if not isinstance(value, dict):
+        raise ExperimentError(f"{path}: {name} must be a table")
+    return value
+
+
+def _no_unknown(path: Path, section: str, table: dict, known: tuple[str, ...]) -> None:
+    for key in table:
+        if key not in known:
+            raise ExperimentError(
+                f"{path}: {section}.{key}: unknown key (expected one of {', '.join(known)})"
+            )
+
+
+def _choice(path: Path, section: str, key: str, value: object) -> str:
+    allowed = _CHOICES[(section, key)]
+    if value not in allowed:
+        raise ExperimentError(f"{path}: {section}.{key}: {value!r} is not one of {', '.join(allowed)}")
+    return str(value)
+
+
+def _section(path: Path, doc: dict, name: str, cls: type) -> object:
+    """One flat table checked against the dataclass's fields and their types."""
+    table = _table(path, doc, name)
+    defaults = cls()
+    fields = cls.__dataclass_fields__
+    _no_unknown(path, name, table, tuple(fields))
+    values = {}
+    for key, raw in table.items():
+        where = f"{path}: {name}.{key}"
+        default = getattr(defaults, key)
+        if (name, key) in _CHOICES:
+            values[key] = _choice(path, name, key, raw)
+        elif isinstance(default, bool):
+            if not isinstance(raw, bool):
+                raise ExperimentError(f"{where}: {raw!r} is not true or false")
+            values[key] = raw
+        elif isinstance(default, int):
+            values[key] = _whole(where, raw, minimum=1)
+        elif isinstance(default, float):
+            if (
+                isinstance(raw, bool)
+                or not isinstance(raw, int | float)
+                or not math.isfinite(raw)
+                or raw <= 0
+            ):
+                raise ExperimentError(f"{where}: {raw!r} is not a positive number")
+            values[key] = float(raw)
+        elif isinstance(default, tuple):
+            if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+                raise ExperimentError(f"{where}: must be a list of strings")
+            values[key] = tuple(raw)
+        elif isinstance(default, dict):
+            if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+                raise ExperimentError(f"{where}: must be a table of strings")
+            values[key] = dict(raw)
+        elif not isinstance(raw, str) or not raw:
+            raise ExperimentError(f"{where}: {raw!r} is not a non-empty string")
+        else:
+            values[key] = raw
+    return replace(defaults, **values)
+
+
+def _whole(where: str, raw: object, minimum: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < minimum:
+        raise ExperimentError(f"{where}: {raw!r} is not a whole number ≥ {minimum}")
+    return raw
+
+
+def _axis_value(where: str, axis: str, raw: object) -> object:
+    if axis in TEXT_AXES:
+        if not isinstance(raw, str) or not raw or "-" in raw or "/" in raw or raw.split() != [raw]:
+            raise ExperimentError(f"{where}: {raw!r} must be a non-empty name without '-', '/' or blanks")
+        return raw
+    if axis == "loss":
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw < 100:
+            raise ExperimentError(f"{where}: {raw!r} is not a loss in percent in [0, 100)")
+        return float(raw)
+    return _whole(where, raw, minimum=1)
+
+
+def expand_matrix(path: Path, matrix: dict) -> list[RunSpec]:
+    """The Cartesian product of the axes, plus includes, minus excludes, times repetitions, named."""
+    _no_unknown(path, "matrix", matrix, (*AXES, "repetitions", "include", "exclude"))
+    axes: dict[str, list] = {}
+    for axis in AXES:
+        raw = matrix.get(axis, [1] if axis == "workers" else None)
+        if raw is None:
+            raise ExperimentError(f"{path}: matrix.{axis}: missing (a list of values)")
+        raw = raw if isinstance(raw, list) else [raw]
+        if not raw:
+            raise ExperimentError(f"{path}: matrix.{axis}: empty list")
+        axes[axis] = [_axis_value(f"{path}: matrix.{axis}", axis, v) for v in raw]
+    repetitions = _whole(f"{path}: matrix.repetitions", matrix.get("repetitions", 1), minimum=1)
+    combos = [dict(zip(AXES, values, strict=True)) for values in itertools.product(*axes.values())]
+    for i, entry in enumerate(_entries(path, matrix, "include")):
+        _check_entry(path, f"matrix.include[{i}]", entry)
+        combos.append({axis: entry.get(axis, axes[axis][0]) for axis in AXES})
+    for i, entry in enumerate(_entries(path, matrix, "exclude")):
+        _check_entry(path, f"matrix.exclude[{i}]", entry)
+        combos = [c for c in combos if any(c[k] != v for k, v in entry.items())]
+    unique = list(dict.fromkeys(tuple(c.values()) for c in combos))
+    vary_workers = len({c[AXES.index("workers")] for c in unique}) > 1
+    runs = []
+    for values in unique:
+        c = dict(zip(AXES, values, strict=True))
+        for rep in range(1, repetitions + 1):
+            name = format_run_name(
+                c["framework"], c["model"], c["optimizer"], c["batch_size"], c["backend"], c["loss"],
+                c["topology"], workers=c["workers"] if vary_workers else None,
+                repetition=rep if repetitions > 1 else None,
+            )  # fmt: skip
+            runs.append(RunSpec(**{k: v for k, v in c.items() if k != "loss"}, loss_pct=c["loss"],
+                                repetition=rep, name=name))  # fmt: skip
+    if not runs:
+        raise ExperimentError(f"{path}: matrix: the excludes leave no run")
+    return runs
+
+
+def _entries(path: Path, matrix: dict, key: str) -> list[dict]:
+    raw = matrix.get(key, [])
+    if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
+        raise ExperimentError(f"{path}: matrix.{key}: must be an array of tables ([[matrix.{key}]])")
+    return raw
+
+
+def _check_entry(path: Path, where: str, entry: dict) -> None:
+    _no_unknown(path, where, entry, AXES)
+    for axis, value in entry.items():
+        entry[axis] = _axis_value(f"{path}: {where}.{axis}", axis, value)
+
+
+def _apply_override(path: Path, doc: dict, item: str) -> None:
+    """`--set batch_size=16,32` replaces a matrix axis; `--set section.key=value` one setting."""
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise UsageError(f"--set {item!r}: expected KEY=VALUE[,VALUE…]")
+    values = [_literal(v) for v in text.split(",")]
+    if "." not in key:
+        if key not in (*AXES, "repetitions"):
+            raise UsageError(f"--set {key}: not a matrix axis ({', '.join((*AXES, 'repetitions'))})")
+        doc.setdefault("matrix", {})[key] = values[0] if key == "repetitions" else values
+        return
+    section, _, name = key.partition(".")
+    if section not in (*_SECTIONS, "loss") or not name:
+        raise UsageError(
+            f"--set {key}: expected SECTION.KEY with SECTION one of {', '.join((*_SECTIONS, 'loss'))}"
+        )
+    table = doc.setdefault(section, {})
+    if not isinstance(table, dict):
+        raise ExperimentError(f"{path}: {section} must be a table")
+    table[name] = values if isinstance(table.get(name), list) else values[0]
+
+
+def _literal(text: str) -> object:
+    """A TOML scalar when the text is one (16, 0.5, true), else the text itself."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text

@@ -1,0 +1,157 @@
+"""Launchers as pure argv builders: for one run and its hosts, what each host runs (argv + env).
+
+Why pure: a dry run prints exactly what a real run executes, and the commands are snapshot-tested
+without a cluster. Templates are formatted one argv element at a time (`{rank}`, `{ip}`,
+`{master_addr}`, `{batch_size}`, `{log}`, …), so a value holding quotes, `$`, `;` or blanks stays one
+argument; a backend joins the list once with `shlex.join` when it must cross a shell.
+
+    ddp         built-in PyTorch DDP workload (tracecore.runners.ddp_worker) on every host
+    torchrun    torchrun --nnodes N --node-rank i --master-addr … PROGRAM on every host
+    horovodrun  horovodrun -np N -H ip:slots,… PROGRAM on the first host only
+    mpirun      mpirun -np N -H ip:slots,… PROGRAM on the first host only
+    kungfu      kungfu-run -np N -H … -nic IF -strategy TOPOLOGY PROGRAM on every host (seed 004)
+    tf          PROGRAM on every host with TF_CONFIG (MultiWorkerMirroredStrategy) in its env
+    command     PROGRAM on every host, nothing added
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from tracecore.runners.experiment import ExperimentError, LauncherSettings, RunSpec
+
+from tracecore.ingest.runname import format_loss
+
+KUNGFU_STRATEGIES = ("STAR", "RING", "CLIQUE", "TREE", "BINARY_TREE_STAR", "MULTI_BINARY_TREE_STAR")
+_RESNET = re.compile(r"^resnet(\d+)(?:w(\d+))?$")
+DDP_META = "ddp-meta.json"  # model facts rank 0 of the built-in workload writes beside the log
+
+
+@dataclass(frozen=True)
+class Host:
+    """One worker host: its name for the backend, its address on the captured network, its NIC."""
+
+    index: int
+    name: str
+    ip: str
+    interface: str
+    slots: int = 1
+
+
+@dataclass(frozen=True)
+class HostCommand:
+    """What one host runs for a run: argv plus the environment added to the host's own."""
+
+    host: Host
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def ddp_worker_argv(
+    python: str, rank: int, world_size: int, master: str, port: int, **opts: object
+) -> list[str]:
+    """One rank of the built-in DDP workload; `opts` are its remaining options (depth=8 → --depth 8)."""
+    argv = [python, "-m", "tracecore.runners.ddp_worker", "--rank", str(rank),
+            "--world-size", str(world_size), "--master-addr", master, "--master-port", str(port)]  # fmt: skip
+    for key, value in opts.items():
+        if value is not None:
+            argv += [f"--{key.replace('_', '-')}", str(value)]
+    return argv
+
+
+def resnet_shape(model: str) -> tuple[int, int]:
+    """`resnet8` → (8, 16), `resnet20w8` → (20, 8): the built-in workload's depth and width."""
+    m = _RESNET.match(model)
+    if m is None or (int(m.group(1)) - 2) % 6 or int(m.group(1)) < 8:
+        raise ExperimentError(
+            f"model {model!r}: the ddp launcher runs resnet<6n+2>[w<width>], e.g. resnet8w8"
+        )
+    return int(m.group(1)), int(m.group(2) or 16)
+
+
+def host_commands(
+    run: RunSpec, launcher: LauncherSettings, hosts: list[Host], out: str, python: str
+) -> list[HostCommand]:
+    """Per host, the argv and env of `run` under `launcher`; `out` is the run folder as hosts see it."""
+    n = len(hosts)
+    world = n * launcher.nproc_per_node
+    values = {
+        **run.fields(),
+        "loss": format_loss(run.loss_pct),
+        "world_size": world,
+        "nnodes": n,
+        "master_addr": hosts[0].ip,
+        "master_port": launcher.port,
+        "hosts": ",".join(f"{h.ip}:{h.slots}" for h in hosts),
+        "out": out,
+        "log": f"{out}/train_history.log",
+        "python": launcher.python or python,
+        "epochs": launcher.epochs,
+        "steps_per_epoch": launcher.steps_per_epoch,
+        "steps": launcher.epochs * launcher.steps_per_epoch,
+    }
+    kind = launcher.kind
+    if kind != "ddp" and not launcher.program:
+        raise ExperimentError(f"launcher.program: the {kind} launcher needs the training program's argv")
+    if kind == "kungfu" and run.topology not in KUNGFU_STRATEGIES:
+        raise ExperimentError(
+            f"topology {run.topology!r}: kungfu-run's -strategy is one of {', '.join(KUNGFU_STRATEGIES)}"
+        )
+    iface = hosts[0].interface
+    commands = []
+    for host in hosts if kind not in ("horovodrun", "mpirun") else hosts[:1]:
+        v = {**values, "rank": host.index, "node_rank": host.index, "ip": host.ip, "host": host.name,
+             "interface": host.interface}  # fmt: skip
+        program = [fill_template(t, v, "launcher.program") for t in launcher.program]
+        env = {"GLOO_SOCKET_IFNAME": host.interface, "NCCL_SOCKET_IFNAME": host.interface}
+        if kind == "ddp":
+            depth, width = resnet_shape(run.model)
+            argv = program or ddp_worker_argv(
+                v["python"], host.index, world, hosts[0].ip, launcher.port, depth=depth, width=width,
+                batch_size=run.batch_size, epochs=launcher.epochs, steps_per_epoch=launcher.steps_per_epoch,
+                optimizer=run.optimizer, log=v["log"], meta=f"{out}/{DDP_META}",
+            )  # fmt: skip
+            env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        elif kind == "torchrun":
+            argv = ["torchrun", "--nnodes", str(n), "--nproc-per-node", str(launcher.nproc_per_node),
+                    "--node-rank", str(host.index), "--master-addr", hosts[0].ip,
+                    "--master-port", str(launcher.port), *program]  # fmt: skip
+        elif kind == "horovodrun":
+            argv = [
+                "horovodrun",
+                "-np",
+                str(world),
+                "-H",
+                values["hosts"],
+                "--network-interface",
+                iface,
+                *program,
+            ]
+        elif kind == "mpirun":
+            argv = ["mpirun", "-np", str(world), "-H", values["hosts"], "-bind-to", "none", "-map-by", "slot",
+                    "-mca", "btl_tcp_if_include", iface, "-x", f"NCCL_SOCKET_IFNAME={iface}",
+                    *program]  # fmt: skip
+        elif kind == "kungfu":
+            argv = ["kungfu-run", "-np", str(world), "-H", values["hosts"], "-nic", iface,
+                    "-strategy", run.topology, *program]  # fmt: skip
+        else:
+            argv = program
+        if kind == "tf":
+            cluster = {"worker": [f"{h.ip}:{launcher.port}" for h in hosts]}
+            task = {"type": "worker", "index": host.index}
+            env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": task}, separators=(",", ":"))
+        env.update({k: fill_template(t, v, f"launcher.env.{k}") for k, t in launcher.env.items()})
+        commands.append(HostCommand(host, tuple(argv), tuple(sorted(env.items()))))
+    return commands
+
+
+def fill_template(template: str, values: dict, where: str) -> str:
+    """One template element filled in; an unknown placeholder is an error naming the key."""
+    try:
+        return template.format_map(values)
+    except KeyError as err:
+        raise ExperimentError(f"{where}: unknown placeholder {{{err.args[0]}}} in {template!r}") from None
+    except (ValueError, IndexError, AttributeError) as err:
+        raise ExperimentError(f"{where}: bad template {template!r}: {err}") from None

@@ -1,0 +1,145 @@
+"""The netns backend: the experiment's hosts are worker namespaces of a `Testbed` on this machine.
+
+Why: it runs the whole lifecycle with real tcpdump, real loss rules and real training processes
+without any cluster, so the runner is tested end to end on one box. One testbed per run, sized to
+the run's worker count; every host sees the run folder directly, so collecting is nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+
+from tracecore.runners.backend import Backend, Proc, Step
+from tracecore.runners.experiment import BackendSettings, CaptureSettings
+from tracecore.runners.launchers import Host, HostCommand, fill_template
+from tracecore.runners.testbed import CaptureStats, Testbed, tcpdump_argv
+
+DRY_PREFIX = "tbPIDxN"  # namespace prefix shown by dry runs; real testbeds use tb<pid>x<n>
+
+
+class NetnsBackend(Backend):
+    """Worker namespaces 192.168.17.50+ on a bridge; loss by an nftables drop rule on the bridge."""
+
+    kind = "netns"
+    loss_method = "nftables numgen random drop in bridge forward"
+
+    def __init__(self, settings: BackendSettings, python: str = sys.executable):
+        self.settings = settings
+        self.python = python
+        self._tb: Testbed | None = None
+        self._dry: Testbed | None = None
+        self._procs: list[Proc] = []
+
+    def _testbed(self, n: int | None = None) -> Testbed:
+        """The live testbed, else a stand-in (never brought up) that names what a real one would."""
+        if self._tb is not None:
+            return self._tb
+        if n is not None and (self._dry is None or self._dry.n_workers != n):
+            self._dry = Testbed(
+                n, subnet=self.settings.subnet, first_host=self.settings.first_host, prefix=DRY_PREFIX
+            )
+        if self._dry is None:
+            raise RuntimeError("netns backend: hosts() comes before any command is built")
+        return self._dry
+
+    # ---- pure -----------------------------------------------------------------------------
+    def hosts(self, n: int) -> list[Host]:
+        tb = self._testbed(n)
+        return [Host(i, f"w{i}", tb.ip(i), tb.interface) for i in range(n)]
+
+    def host_dir(self, host: Host, run_dir: Path) -> str:
+        return str(run_dir)
+
+    def capture_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
+        argv = tcpdump_argv(capture.interface, capture.snaplen, capture.buffer_kib, path, _bpf(host, capture))
+        return self._testbed().wrap(host.index, argv)
+
+    def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
+        if loss_pct <= 0:
+            return []
+        argv, stdin = self._testbed(len(hosts)).loss_command(loss_pct)
+        return [Step("bridge", "loss", tuple(argv), stdin)]
+
+    def launch_command(self, cmd: HostCommand) -> list[str]:
+        return self._testbed().wrap(cmd.host.index, _env_argv(cmd))
+
+    # ---- effects --------------------------------------------------------------------------
+    def prepare(self, n: int) -> list[Host]:
+        self.cleanup()
+        tb = Testbed(n_workers=n, subnet=self.settings.subnet, first_host=self.settings.first_host)
+        tb.__enter__()
+        self._tb = tb
+        return self.hosts(n)
+
+    def start_capture(self, host: Host, capture: CaptureSettings, path: Path) -> object:
+        return self._up().start_capture(
+            host.index, path, snaplen=capture.snaplen, buffer_kib=capture.buffer_kib,
+            bpf=_bpf(host, capture), interface=capture.interface,
+        )  # fmt: skip
+
+    def stop_capture(self, handle: object) -> CaptureStats:
+        return self._up().stop_capture(handle, check=False)  # type: ignore[arg-type]
+
+    def apply_loss(self, hosts: list[Host], loss_pct: float) -> dict:
+        tb = self._up()
+        tb.set_loss(loss_pct)
+        return {"method": self.loss_method if loss_pct > 0 else "none", "loss_pct": float(loss_pct)}
+
+    def clear_loss(self) -> None:
+        if self._tb is not None and self._tb.loss_pct > 0:
+            self._tb.set_loss(0.0)
+
+    def launch(self, cmd: HostCommand, log: Path) -> Proc:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as out:
+            popen = self._up().popen(cmd.host.index, _env_argv(cmd), stdout=out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=log.parent)  # fmt: skip
+        proc = Proc(cmd.host, popen, log)
+        self._procs.append(proc)
+        return proc
+
+    def poll(self, proc: Proc) -> int | None:
+        return proc.handle.poll()  # type: ignore[attr-defined]
+
+    def stop(self, proc: Proc) -> None:
+        popen: subprocess.Popen = proc.handle  # type: ignore[assignment]
+        if popen.poll() is None:
+            popen.terminate()
+            try:
+                popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait(timeout=5)
+
+    def collect(self, host: Host, run_dir: Path) -> None:
+        """Nothing to fetch: the namespaces share this machine's filesystem."""
+
+    def facts(self) -> dict:
+        return self._up().network_facts()
+
+    def cleanup(self) -> None:
+        for proc in self._procs:
+            with contextlib.suppress(Exception):
+                self.stop(proc)
+        self._procs.clear()
+        tb, self._tb = self._tb, None
+        if tb is not None:
+            tb.__exit__(None, None, None)
+
+    def _up(self) -> Testbed:
+        if self._tb is None:
+            raise RuntimeError("netns backend used before prepare()")
+        return self._tb
+
+
+def _bpf(host: Host, capture: CaptureSettings) -> str:
+    values = {"ip": host.ip, "host": host.name, "interface": host.interface}
+    return fill_template(capture.filter, values, "capture.filter")
+
+
+def _env_argv(cmd: HostCommand) -> list[str]:
+    """`env K=V … argv`: the added environment travels in the argv, so what is shown is what runs."""
+    return ["env", *(f"{k}={v}" for k, v in cmd.env), *cmd.argv] if cmd.env else list(cmd.argv)

@@ -1,0 +1,170 @@
+"""`tracecore run`: dry runs (snapshots), the shipped examples, a real 2-run matrix on the netns backend."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from tracecore.cli.app import app
+from typer.testing import CliRunner
+
+from tests.conftest import netns_made_by, require_tool
+from tests.test_runners_launchers import RunnerSnapshot
+from tracecore.ingest.runname import parse_run_name
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "runners" / "examples"
+runner = CliRunner()
+
+TINY = """
+[experiment]
+out = "{out}"
+timeout_s = 60
+on_failure = "continue"
+
+[backend]
+kind = "netns"
+
+[capture]
+snaplen = 96
+filter = "src host {{ip}}"
+
+[launcher]
+kind = "ddp"
+python = "{python}"
+epochs = 1
+steps_per_epoch = 3
+
+[matrix]
+framework = ["torch_ddp"]
+model = ["resnet8w4"]
+optimizer = ["sgd"]
+batch_size = [4]
+backend = ["gloo"]
+loss = [0, 1]
+topology = ["ring"]
+workers = [2]
+"""
+
+
+@pytest.fixture
+def snapshot_runner(snapshot):
+    return snapshot.use_extension(RunnerSnapshot)
+
+
+def test_dry_run_prints_every_host_command(tmp_path: Path, snapshot_runner) -> None:
+    exp = tmp_path / "tiny.toml"
+    exp.write_text(TINY.format(out="pcaps", python="python3"))
+    res = runner.invoke(app, ["run", str(exp), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == snapshot_runner
+    assert not (tmp_path / "pcaps").exists()
+    assert not Path("pcaps").exists()
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.toml")))
+def test_examples_parse_and_dry_run(example: str, snapshot_runner) -> None:
+    res = runner.invoke(
+        app, ["run", str(EXAMPLES / example), "--dry-run", "--set", "launcher.python=python3"]
+    )
+    assert res.exit_code == 0, res.output
+    runs = [line.split()[2] for line in res.stdout.splitlines() if line.startswith("run ")]
+    assert (
+        len(runs)
+        == {"ddp_loss_sweep.toml": 12, "ddp_scaling_sweep.toml": 9, "kungfu_topology_sweep.toml": 6}[example]
+    )
+    assert all(parse_run_name(name).name_parsed for name in runs)
+    assert res.stdout == snapshot_runner
+
+
+def test_bad_experiment_is_one_line_naming_file_and_key(tmp_path: Path) -> None:
+    exp = tmp_path / "bad.toml"
+    exp.write_text(TINY.format(out="pcaps", python="python3").replace("snaplen = 96", "snaplen = -1"))
+    res = runner.invoke(app, ["run", str(exp), "--dry-run"])
+    assert res.exit_code == 3
+    assert res.stderr == f"Error: {exp}: capture.snaplen: -1 is not a whole number ≥ 1\n"
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_real_two_run_matrix_on_netns(tmp_path: Path) -> None:
+    """gloo DDP, 2 workers, 0 % and 1 % loss: run folders, run.toml, sanity check, resume, ingest."""
+    for tool in ("ip", "tcpdump", "ethtool", "nft"):
+        require_tool(tool)
+    import torch  # a hard requirement of this test (bench/requirements.txt), never a skip
+
+    out = tmp_path / "pcaps"
+    exp = tmp_path / "tiny.toml"
+    exp.write_text(TINY.format(out=out, python=sys.executable))
+    data = tmp_path / "data"
+    res = runner.invoke(app, ["run", str(exp), "--set", f"experiment.data={data}", "--ingest"])
+    assert res.exit_code == 0, res.output
+    names = ["torch_ddp-resnet8w4-sgd-4-gloo-normal-ring", "torch_ddp-resnet8w4-sgd-4-gloo-loss_1-ring"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+    assert not netns_made_by(os.getpid())
+    for name in names:
+        run_dir = out / name
+        assert sorted(p.name for p in run_dir.iterdir()) == [
+            "logs", "run.toml", "train_history.log", "worker-0-tcpdump.pcap", "worker-1-tcpdump.pcap"
+        ]  # fmt: skip
+        meta = tomllib.loads((run_dir / "run.toml").read_text())
+        assert meta["result"]["status"] == "ok"
+        assert [h["exit_code"] for h in meta["hosts"]] == [0, 0]
+        assert [h["ip"] for h in meta["hosts"]] == ["192.168.17.50", "192.168.17.51"]
+        assert [w["dropped_by_kernel"] for w in meta["capture"]["worker"]] == [0, 0]
+        assert all(w["packets"] > 50 for w in meta["capture"]["worker"])
+        assert meta["run"]["n_workers"] == 2
+        assert meta["model"]["gradient_bytes"] == 4 * meta["model"]["n_params"]
+        assert meta["versions"]["torch"] == torch.__version__
+    lossy = tomllib.loads((out / names[1] / "run.toml").read_text())
+    assert lossy["loss"]["method"] == "nftables numgen random drop in bridge forward"
+    assert lossy["network"]["frames_dropped_by_loss_rule"] > 0
+
+    # --resume skips both; without it the complete runs are refused.
+    res = runner.invoke(app, ["run", str(exp), "--resume"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.split() == [
+        "skipped",
+        names[0],
+        str(out / names[0]),
+        "skipped",
+        names[1],
+        str(out / names[1]),
+    ]
+    res = runner.invoke(app, ["run", str(exp)])
+    assert res.exit_code == 3
+    assert "already complete" in res.stderr
+    assert "pass --resume to skip them" in res.stderr
+
+    import duckdb
+
+    con = duckdb.connect(str(data / "tracecore.duckdb"), read_only=True)
+    rows = con.execute("SELECT run, n_workers, loss_pct FROM runs ORDER BY run").fetchall()
+    assert rows == [(names[1], 2, 1.0), (names[0], 2, 0.0)]
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_failed_run_is_kept_apart_and_exits_non_zero(tmp_path: Path) -> None:
+    """A program that exits 1 on one host: the run is stopped, moved to _failed/, exit code 6."""
+    require_tool("tcpdump")
+    out = tmp_path / "pcaps"
+    exp = tmp_path / "fail.toml"
+    text = TINY.format(out=out, python=sys.executable).replace('kind = "ddp"', 'kind = "command"')
+    text = text.replace("loss = [0, 1]", "loss = [0]")
+    program = '["sh", "-c", "if [ {rank} = 1 ]; then exit 1; fi; sleep 30", "x"]'
+    exp.write_text(text.replace("[launcher]", f"[launcher]\nprogram = {program}"))
+    res = runner.invoke(app, ["run", str(exp)])
+    assert res.exit_code == 6, res.output
+    assert "1 of 1 run(s) failed" in res.stderr
+    assert [p.name for p in out.iterdir()] == ["_failed"]
+    (failed,) = (out / "_failed").iterdir()
+    assert failed.name.startswith("torch_ddp-resnet8w4-sgd-4-gloo-normal-ring-")
+    meta = tomllib.loads((failed / "run.toml").read_text())
+    assert meta["result"]["status"] == "failed"
+    assert meta["result"]["reason"] == "w1 exited 1"
+    assert [h["exit_code"] for h in meta["hosts"]] == [-15, 1]
+    assert not netns_made_by(os.getpid())
