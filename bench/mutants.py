@@ -65,11 +65,11 @@ class Mutant:
 MUTANTS = [
     # ---- the five ----------------------------------------------------------------------
     Mutant(
-        "link_util.dropped_last_bin",
-        "queries/link_util.sql",
+        "link_series.dropped_last_bin",
+        "queries/link_series.sql",
         "range(sp.k_lo, sp.k_hi + 1)",
         "range(sp.k_lo, sp.k_hi)",
-        "the last bin of every pair is dropped",
+        "the last bin of every pair (link_util) and run (link_total) is dropped",
     ),
     Mutant(
         "flow_matrix.swapped_src_dst",
@@ -79,10 +79,10 @@ MUTANTS = [
         "source and destination swapped",
     ),
     Mutant(
-        "throughput_ci.missing_1.96",
-        "queries/throughput_ci.sql",
-        "s.mean_gbps - 1.96 * s.std_gbps / sqrt(s.n) AS ci_low_gbps",
-        "s.mean_gbps - s.std_gbps / sqrt(s.n) AS ci_low_gbps",
+        "link_ci.missing_1.96_low",
+        "queries/link_ci.sql",
+        "s.mean_gbps - 1.96 * s.std_gbps / sqrt(s.windows) AS ci_low_gbps",
+        "s.mean_gbps - s.std_gbps / sqrt(s.windows) AS ci_low_gbps",
         "CI half-width without the 1.96",
     ),
     Mutant(
@@ -103,25 +103,11 @@ MUTANTS = [
     ),
     # ---- windows: the last bin is the one holding end − 1 ----------------------------------------
     Mutant(
-        "link_util.last_bin_hi_div",
-        "queries/link_util.sql",
+        "link_series.last_bin_hi_div",
+        "queries/link_series.sql",
         "coalesce((any_value(w.hi_ns) - 1) // bin_ns::BIGINT, max(b.k))",
         "coalesce(any_value(w.hi_ns) // bin_ns::BIGINT, max(b.k))",
         "last bin = hi // bin",
-    ),
-    Mutant(
-        "link_total.last_bin_hi_div",
-        "queries/link_total.sql",
-        "coalesce((any_value(w.hi_ns) - 1) // bin_ns::BIGINT, max(b.k))",
-        "coalesce(any_value(w.hi_ns) // bin_ns::BIGINT, max(b.k))",
-        "last bin = hi // bin",
-    ),
-    Mutant(
-        "link_total.dropped_last_bin",
-        "queries/link_total.sql",
-        "range(sp.k_lo, sp.k_hi + 1)",
-        "range(sp.k_lo, sp.k_hi)",
-        "the last bin is dropped",
     ),
     Mutant(
         "burstiness.last_bin_hi_div",
@@ -131,18 +117,11 @@ MUTANTS = [
         "bins counted to hi // width",
     ),
     Mutant(
-        "link_util_ci.windows_off_by_one",
-        "queries/link_util_ci.sql",
+        "link_ci.windows_off_by_one",
+        "queries/link_ci.sql",
         "(hi_ns - lo_ns) // window_ns::BIGINT AS n",
         "(hi_ns - lo_ns - 1) // window_ns::BIGINT AS n",
         "a span of exactly n windows counts n − 1",
-    ),
-    Mutant(
-        "throughput_ci.bins_off_by_one",
-        "queries/throughput_ci.sql",
-        "(hi_ns - lo_ns) // bin_ns::BIGINT AS n",
-        "(hi_ns - lo_ns - 1) // bin_ns::BIGINT AS n",
-        "a span of exactly n bins counts n − 1",
     ),
     Mutant(
         "packets_window.inclusive_end",
@@ -188,15 +167,15 @@ MUTANTS = [
         "link labels swapped",
     ),
     Mutant(
-        "link_util_ci.missing_1.96",
-        "queries/link_util_ci.sql",
+        "link_ci.missing_1.96_high",
+        "queries/link_ci.sql",
         "s.mean_gbps + 1.96 * s.std_gbps / sqrt(s.windows) AS ci_high_gbps",
         "s.mean_gbps + s.std_gbps / sqrt(s.windows) AS ci_high_gbps",
         "CI half-width without the 1.96",
     ),
     Mutant(
-        "link_util_ci.population_std",
-        "queries/link_util_ci.sql",
+        "link_ci.population_std",
+        "queries/link_ci.sql",
         "stddev_samp(gbps)",
         "stddev_pop(gbps)",
         "ddof = 0 (the notebook's np.var)",

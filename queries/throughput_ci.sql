@@ -8,6 +8,7 @@
 -- the samples are the complete bins of the window, anchored at its start (the run's first packet
 -- unless from_ns is given), so the cut-short last second of a run does not drag the mean down;
 -- empty seconds count as 0 Gbit/s.
+-- The estimate is `link_ci`'s with one series per run (by_pair := false), shared with `link_util_ci`.
 -- The paper's Table I window: from_ns := 200e9, to_ns := 300e9.
 --
 -- Parameters:
@@ -22,41 +23,8 @@
 --   mean_gbps, std_gbps   mean and sample standard deviation of the per-bin Gbit/s
 --   ci_low_gbps, ci_high_gbps   mean ∓ 1.96·std/√n, Gbit/s
 CREATE OR REPLACE MACRO throughput_ci(bin_ns := 1000000000, runs := NULL, from_ns := NULL, to_ns := NULL) AS TABLE
-WITH
-w AS (  -- the window holds n complete bins, anchored at its start
-    SELECT run, start_ns, lo_ns, (hi_ns - lo_ns) // bin_ns::BIGINT AS n
-    FROM run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
-),
-binned AS (
-    SELECT p.run, (p.ts_ns - w.lo_ns) // bin_ns::BIGINT AS k, sum(p.frame_len)::BIGINT AS bytes
-    FROM packets AS p
-    JOIN w ON w.run = p.run
-    WHERE (runs IS NULL OR list_contains(runs, p.run))
-        AND p.ts_ns >= w.lo_ns AND p.ts_ns < w.lo_ns + w.n * bin_ns::BIGINT
-    GROUP BY p.run, k
-),
-samples AS (
-    SELECT w.run, coalesce(b.bytes, 0) * 8.0 / bin_ns::BIGINT AS gbps
-    FROM w
-    CROSS JOIN range(0, w.n) AS g(k)
-    LEFT JOIN binned AS b ON b.run = w.run AND b.k = g.k
-),
-stats AS (
-    SELECT run, count(*) AS n, avg(gbps) AS mean_gbps, stddev_samp(gbps) AS std_gbps
-    FROM samples
-    GROUP BY run
-)
-SELECT
-    w.run,
-    (w.lo_ns - w.start_ns) / 1e9 AS from_s,
-    (w.lo_ns - w.start_ns + w.n * bin_ns::BIGINT) / 1e9 AS to_s,
-    s.n,
-    s.mean_gbps,
-    s.std_gbps,
-    s.mean_gbps - 1.96 * s.std_gbps / sqrt(s.n) AS ci_low_gbps,
-    s.mean_gbps + 1.96 * s.std_gbps / sqrt(s.n) AS ci_high_gbps
-FROM w
-JOIN stats AS s ON s.run = w.run
-ORDER BY w.run;
+SELECT run, from_s, to_s, windows AS n, mean_gbps, std_gbps, ci_low_gbps, ci_high_gbps
+FROM link_ci(window_ns := bin_ns, runs := runs, from_ns := from_ns, to_ns := to_ns, by_pair := false)
+ORDER BY run;
 
 CREATE OR REPLACE VIEW throughput_ci AS SELECT * FROM throughput_ci();

@@ -5,8 +5,6 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import subprocess
-import sys
 import time
 import tomllib
 from pathlib import Path
@@ -17,10 +15,10 @@ from tracecore.runners.testbed import list_netns
 
 from bench.make_captures import MATRIX_SMALL, parse_size, parse_snaplen
 from bench.ring_physics import check_ring, pair_bytes
+from tests.commands import start_module
 from tests.conftest import netns_made_by, require_tool
 from tracecore.sample import both_directions_run, sample_root, sample_run
 
-REPO = Path(__file__).resolve().parent.parent
 IPS = ["192.168.17.50", "192.168.17.51", "192.168.17.52", "192.168.17.53"]
 
 
@@ -131,13 +129,7 @@ def test_make_captures_smoke(tmp_path: Path) -> None:
         require_tool(tool)
     if os.geteuid() != 0:
         pytest.fail("the capture generator needs root (network namespaces)")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.make_captures", "--smoke", "--out", str(tmp_path)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_module("bench.make_captures", "--smoke", "--out", str(tmp_path))
     try:
         _out, err = proc.communicate(timeout=600)
     finally:
@@ -191,13 +183,7 @@ def test_make_captures_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
 
     for tool in ("ip", "tcpdump", "ethtool", "iperf3"):
         require_tool(tool)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.make_captures", "--smoke", "--out", str(tmp_path)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_module("bench.make_captures", "--smoke", "--out", str(tmp_path))
     prefix = f"tb{proc.pid}x"
     try:
         # Wait (bounded) until the DDP run's testbed is up: the second testbed of this process.

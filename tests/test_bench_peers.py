@@ -11,6 +11,7 @@ import dpkt
 import pyarrow.parquet as pq
 import pytest
 
+from tests.commands import run_module
 from tests.conftest import require_tool
 from tracecore.sample import sample_run
 
@@ -36,14 +37,7 @@ def _sample_packets() -> tuple[int, list[int]]:
 
 
 def _peers(tmp_path: Path, *args: str) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.peers", "--smoke", "--results", str(tmp_path), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    proc = run_module("bench.peers", "--smoke", "--results", str(tmp_path), *args, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "| path | what | wall s |" in proc.stdout
     return json.loads((tmp_path / "peers-latest.json").read_text())

@@ -3,29 +3,13 @@ values are one friendly line, and the query connection's memory is set deliberat
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
+from tests.commands import tracecore
 from tests.test_views_support import SAMPLE, dataset_dir, open_dataset
 from tracecore import query
 from tracecore.errors import UsageError
 from tracecore.ingest.catalog import spill_dir
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def tracecore(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tracecore", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
 
 
 def sample_span_and_pairs() -> tuple[int, int]:

@@ -4,26 +4,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from tests.commands import tracecore
 from tests.test_ingest_support import copy_run
 from tracecore.errors import DatasetError
 from tracecore.ingest import ingest
 from tracecore.ingest.catalog import load_state
 from tracecore.sample import SAMPLE_RUN
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def tracecore(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tracecore", *args], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture(scope="module")

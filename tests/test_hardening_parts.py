@@ -3,26 +3,18 @@ missing part file (issue 12, items 2 and 12)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
 
+from tests.commands import tracecore
 from tests.test_ingest_support import copy_run
 from tracecore.errors import DatasetError
 from tracecore.ingest import ingest, open_catalog
 from tracecore.ingest.lock import dataset_lock
 
-REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PACKETS = 17027
-
-
-def tracecore(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tracecore", *args], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture

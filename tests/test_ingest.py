@@ -145,20 +145,21 @@ def test_parquet_layout_readable_by_polars_and_pandas(dataset: Path) -> None:
         assert ts.is_sorted()
 
 
-def test_catalog_works_from_any_cwd_and_after_a_move(dataset: Path, tmp_path: Path) -> None:
+def count_packets_with_plain_duckdb(catalog: Path) -> str:
+    """`select count(*) from packets` in a fresh process started in `/`, as a user's own duckdb runs it."""
     code = (
         "import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True);"
         " print(con.execute('select count(*) from packets').fetchone()[0])"
     )
-    expect = str(open_catalog(dataset).execute("select count(*) from packets").fetchone()[0])
     out = subprocess.run(
-        [sys.executable, "-c", code, str(dataset / "tracecore.duckdb")],
-        cwd="/",
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-c", code, str(catalog)], cwd="/", capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == expect
+    return out.stdout.strip()
+
+
+def test_catalog_works_from_any_cwd_and_after_a_move(dataset: Path, tmp_path: Path) -> None:
+    expect = str(open_catalog(dataset).execute("select count(*) from packets").fetchone()[0])
+    assert count_packets_with_plain_duckdb(dataset / "tracecore.duckdb") == expect
     moved = tmp_path / "moved"
     shutil.copytree(dataset, moved)
     hidden = tmp_path / "gone"
@@ -168,14 +169,7 @@ def test_catalog_works_from_any_cwd_and_after_a_move(dataset: Path, tmp_path: Pa
         assert str(con.execute("select count(*) from packets").fetchone()[0]) == expect
         con.close()
         # open_catalog refreshed the views in place: plain duckdb works from anywhere again
-        out = subprocess.run(
-            [sys.executable, "-c", code, str(moved / "tracecore.duckdb")],
-            cwd="/",
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert out.stdout.strip() == expect
+        assert count_packets_with_plain_duckdb(moved / "tracecore.duckdb") == expect
     finally:
         hidden.rename(dataset)
 

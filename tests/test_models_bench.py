@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from tracecore.cli.app import app
 from typer.testing import CliRunner
 
+from tests.commands import run_module
 from tracecore.models import optimus
 from tracecore.models.loss_input import loss_points
 
-REPO = Path(__file__).resolve().parent.parent
 NORMAL_RUNS = 7
 
 # Slow: the matrix is generated first (about 2 minutes, root, network namespaces).
@@ -35,14 +33,7 @@ def matrix_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if os.geteuid() != 0:
         pytest.fail("generating the bench matrix needs root: python -m bench.make_captures --matrix small")
     out = tmp_path_factory.mktemp("bench-data")
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.make_captures", "--matrix", "small", "--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
+    proc = run_module("bench.make_captures", "--matrix", "small", "--out", str(out), timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     matrix = out / "matrix_small"
     assert len(_normal_runs(matrix)) == NORMAL_RUNS

@@ -57,7 +57,7 @@ def test_list_names_every_view_with_its_purpose_answers_first() -> None:
     result = runner.invoke(app, ["query", "--list"])
     assert result.exit_code == 0
     lines = result.output.splitlines()
-    blocks = ["packets_window", "run_bounds", "run_meta", "train_window", "worker_pairs"]
+    blocks = [name for name in views.view_names() if views.view_kind(name) == views.BUILDING_BLOCK]
     answers = [name for name in views.view_names() if name not in blocks]
     assert len(lines) == len(views.view_names()) + 2
     assert lines[0] == "answers:"

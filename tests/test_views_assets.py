@@ -10,7 +10,15 @@ import pytest
 from tracecore import query, views
 from tracecore.errors import UsageError
 
-BUILDING_BLOCKS = ("packets_window", "run_bounds", "run_meta", "train_window", "worker_pairs")
+BUILDING_BLOCKS = (
+    "link_ci",
+    "link_series",
+    "packets_window",
+    "run_bounds",
+    "run_meta",
+    "train_window",
+    "worker_pairs",
+)
 
 
 def write_views(folder: Path, files: dict[str, str], kind: str | None = views.ANSWER) -> views.ViewFolder:
@@ -25,7 +33,8 @@ def write_views(folder: Path, files: dict[str, str], kind: str | None = views.AN
 
 def test_references_are_read_from_the_sql_not_the_comments() -> None:
     shipped = views.installed_views()
-    assert shipped.references("link_util") == {"packets_window", "run_bounds", "worker_pairs"}
+    assert shipped.references("link_util") == {"link_series"}
+    assert shipped.references("link_series") == {"packets_window", "run_bounds", "worker_pairs"}
     assert shipped.references("flow_matrix_mean") == {"flow_matrix"}
     assert shipped.references("packets_window") == {"run_bounds"}
     # data_per_step's header mentions run_meta.grad_bytes; its SQL uses run_meta and train_window
@@ -39,7 +48,8 @@ def test_install_order_puts_every_building_block_before_its_users() -> None:
     assert sorted(order) == list(views.view_names())
     for position, name in enumerate(order):
         assert shipped.references(name) <= set(order[:position]), name
-    assert order.index("run_bounds") < order.index("packets_window") < order.index("link_util")
+    assert order.index("run_bounds") < order.index("packets_window") < order.index("link_series")
+    assert order.index("link_series") < order.index("link_util")
     assert order.index("flow_matrix") < order.index("flow_matrix_mean")
 
 

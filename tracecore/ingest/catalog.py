@@ -30,7 +30,7 @@ from tracecore import views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import lock, testpause
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
-from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir
+from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir, fsync_quietly
 from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, SCHEMA_VERSION, check_schema_version
 from tracecore.version import __version__
 
@@ -274,11 +274,11 @@ class CatalogDraft:
         finally:
             self.con.close()
             self.con = None
-        _fsync(self.tmp)
+        fsync_quietly(self.tmp)
         testpause.pause("draft")
         os.replace(self.tmp, self.final)
         self.tmp.with_name(self.tmp.name + ".wal").unlink(missing_ok=True)
-        _fsync(self.root)
+        fsync_quietly(self.root)
         _sweep_state(self.root, keep=generation)
         return self.problems
 
@@ -364,9 +364,9 @@ def write_state(root: Path, state: State) -> tuple[str, str]:
         path = folder / f"{name}.parquet"
         pq.write_table(table, path, compression="zstd")
         digests[name] = hashlib.sha256(path.read_bytes()).hexdigest()
-        _fsync(path)
-    _fsync(folder)
-    _fsync(folder.parent)
+        fsync_quietly(path)
+    fsync_quietly(folder)
+    fsync_quietly(folder.parent)
     return generation, json.dumps({"generation": generation, "tables": digests}, sort_keys=True)
 
 
@@ -608,12 +608,3 @@ def _refresh_in_place(root: Path) -> bool:
         return False
     finally:
         lock.release(fd)
-
-
-def _fsync(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -165,14 +165,24 @@ def place(out: Path, src: Path, rel: str, link: bool) -> None:
         os.replace(src, dst)
 
 
+def fsync(path: str | os.PathLike) -> None:
+    """Flush a file's or a folder's contents to disk: a rename is durable only once its folder is."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_quietly(path: str | os.PathLike) -> None:
+    """`fsync`, ignoring a file system that cannot sync (the commit stays atomic, only less durable)."""
+    with contextlib.suppress(OSError):
+        fsync(path)
+
+
 def fsync_dirs(out: Path, rels: list[str]) -> None:
     for folder in {(out / r).parent for r in rels}:
-        with contextlib.suppress(OSError):
-            fd = os.open(folder, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        fsync_quietly(folder)
 
 
 def delete(out: Path, rels: set[str]) -> None:

@@ -16,7 +16,6 @@ faster for nearly the same size (bench/results/reader-notes.md, bench/results/in
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -29,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracecore.errors import CaptureError
+from tracecore.ingest.layout import fsync
 from tracecore.reader import CaptureReader
 from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, PACKET_SCHEMA
 
@@ -315,7 +315,7 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
     try:
         res.parts = sink.close()
         for path, _ in res.parts:
-            _fsync(path)
+            fsync(path)
     except OSError as err:  # disk full, staging removed: nothing of this capture is kept
         res.error, res.parts, res.packets, res.bytes = str(err), [], 0, 0
     res.warnings = list(reader.warnings)
@@ -324,11 +324,3 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
         res.ip_counts = dict(top)
     res.seconds = time.perf_counter() - start
     return res
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -11,6 +11,12 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracecore.logs import ParsedLog
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MAX_EXAMPLES = 5
 NS_PER_S = Decimal(1_000_000_000)
@@ -68,3 +74,10 @@ def note_empty(rows: int, bad: BadLines, kind: str) -> None:
     if rows == 0 and bad.count == 0:
         bad.count = 1
         bad.examples.append(f"no {kind} line in the file")
+
+
+def parsed_log(columns: dict[str, list[Any]], schema: pa.Schema, bad: BadLines) -> ParsedLog:
+    """What a parser returns: its columns as a table of `schema`, with the bad lines it counted."""
+    import pyarrow as pa
+
+    return ParsedLog(table=pa.table(columns, schema=schema), bad_lines=bad.count, first_bad=bad.examples)

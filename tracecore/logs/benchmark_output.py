@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._common import BadLines, note_empty, read_lines, strip_tag
+from tracecore.logs._common import BadLines, note_empty, parsed_log, read_lines, strip_tag
 
 TABLE = "benchmark_output"
 NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -54,6 +54,11 @@ def duration_s(text: str) -> float:
     return sum(float(n) * _GO_UNITS[u] for n, u in parts)
 
 
+def _img_sec(m: re.Match[str], **extra: Any) -> dict[str, Any]:
+    """The columns every img/sec line has (rate `v` per device `d`), plus the line's own."""
+    return {"value": float(m["v"]), "unit": "img/sec", "device": m["d"], **extra}
+
+
 def _result_attrs(m: re.Match[str]) -> dict[str, Any]:
     attrs = json.loads(m["attrs"])
     if not isinstance(attrs, dict):
@@ -73,34 +78,22 @@ RULES: list[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]
     (
         "warmup",
         re.compile(rf"^Warmup Step #(?P<s>\d+): (?P<v>{NUM}) img/sec per (?P<d>\S+), took (?P<t>{NUM})s$"),
-        lambda m: {
-            "step": int(m["s"]),
-            "value": float(m["v"]),
-            "unit": "img/sec",
-            "device": m["d"],
-            "took_s": float(m["t"]),
-        },
+        lambda m: _img_sec(m, step=int(m["s"]), took_s=float(m["t"])),
     ),
     (
         "iter",
         re.compile(rf"^(?:Cluster response )?Iter #(?P<s>\d+): (?P<v>{NUM}) img/sec per (?P<d>\S+)$"),
-        lambda m: {"step": int(m["s"]), "value": float(m["v"]), "unit": "img/sec", "device": m["d"]},
+        lambda m: _img_sec(m, step=int(m["s"])),
     ),
     (
         "img_sec_mean",
         re.compile(rf"^Img/sec per (?P<d>\S+): (?P<v>{NUM}) \+-(?P<e>{NUM})$"),
-        lambda m: {"value": float(m["v"]), "error": float(m["e"]), "unit": "img/sec", "device": m["d"]},
+        lambda m: _img_sec(m, error=float(m["e"])),
     ),
     (
         "total_img_sec",
         re.compile(rf"^Total img/sec on (?P<n>\d+) (?P<d>\S+?)\(s\): (?P<v>{NUM}) \+-(?P<e>{NUM})$"),
-        lambda m: {
-            "value": float(m["v"]),
-            "error": float(m["e"]),
-            "unit": "img/sec",
-            "device": m["d"],
-            "np": int(m["n"]),
-        },
+        lambda m: _img_sec(m, error=float(m["e"]), np=int(m["n"])),
     ),
     ("result", re.compile(rf"^RESULT: (?P<v>{NUM}) \+-(?P<e>{NUM}) (?P<attrs>\{{.*\}})$"), _result_attrs),
     (
@@ -245,7 +238,7 @@ def parse(path: Path) -> ParsedLog:
             ("text", pa.string()),
         ]
     )
-    return ParsedLog(table=pa.table(cols, schema=schema), bad_lines=bad.count, first_bad=bad.examples)
+    return parsed_log(cols, schema, bad)
 
 
 PARSER = LogParser(table=TABLE, detect=detect, parse=parse)

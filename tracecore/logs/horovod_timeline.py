@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._common import BadLines, note_empty
+from tracecore.logs._common import BadLines, note_empty, parsed_log
 
 TABLE = "horovod_timeline"
 ANCHOR = "start_time_since_epoch_in_micros"
@@ -134,7 +134,7 @@ def parse(path: Path) -> ParsedLog:
             ("args", pa.string()),
         ]
     )
-    return ParsedLog(table=pa.table(cols, schema=schema), bad_lines=bad.count, first_bad=bad.examples)
+    return parsed_log(cols, schema, bad)
 
 
 PARSER = LogParser(table=TABLE, detect=detect, parse=parse)

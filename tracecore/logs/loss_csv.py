@@ -13,7 +13,7 @@ import csv
 from pathlib import Path
 
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._common import BadLines, note_empty, read_lines, seconds_to_ns
+from tracecore.logs._common import BadLines, note_empty, parsed_log, read_lines, seconds_to_ns
 
 TABLE = "loss_curve"
 AXES = ("step", "epoch")
@@ -86,7 +86,7 @@ def parse(path: Path) -> ParsedLog:
             ("ts_ns", pa.int64()),
         ]
     )
-    return ParsedLog(table=pa.table(cols, schema=schema), bad_lines=bad.count, first_bad=bad.examples)
+    return parsed_log(cols, schema, bad)
 
 
 PARSER = LogParser(table=TABLE, detect=detect, parse=parse)

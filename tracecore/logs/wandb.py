@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._common import BadLines, note_empty, read_lines, seconds_to_ns
+from tracecore.logs._common import BadLines, note_empty, parsed_log, read_lines, seconds_to_ns
 
 TABLE = "wandb_history"
 SPECIAL = ("_step", "_timestamp", "_runtime")
@@ -114,7 +114,7 @@ def parse(path: Path) -> ParsedLog:
             ("text", pa.string()),
         ]
     )
-    return ParsedLog(table=pa.table(cols, schema=schema), bad_lines=bad.count, first_bad=bad.examples)
+    return parsed_log(cols, schema, bad)
 
 
 def _records(lines: list[str], first: int, bad: BadLines):

@@ -147,22 +147,12 @@ def inputs_from_catalog(data_dir: Any) -> pl.DataFrame:
     and `n_params` the catalog's gradient bytes / 4. Runs with packet loss
     and runs of a single epoch are left out.
     """
-    import duckdb
     import polars as pl
 
-    from tracecore.errors import DatasetError
-    from tracecore.ingest.catalog import open_catalog
     from tracecore.ingest.runname import BYTES_PER_PARAM
+    from tracecore.models.catalog_input import catalog_frame
 
-    con = open_catalog(data_dir)
-    try:
-        table = pl.from_arrow(con.sql(CATALOG_SQL).to_arrow_table())
-    except duckdb.CatalogException as err:
-        raise DatasetError(
-            f"{data_dir}: the catalog lacks what the scaling model reads ({str(err).splitlines()[0]})"
-        ) from None
-    finally:
-        con.close()
+    table = catalog_frame(data_dir, CATALOG_SQL, model="scaling")
     if table.height == 0:
         raise ModelFitError(f"{data_dir}: no loss-free run with two logged epochs")
     missing = table.filter(pl.col("grad_bytes").is_null())["run"].to_list()

@@ -148,22 +148,11 @@ def load_runs(data_dir: Any, *, include_loss: bool = False) -> pl.DataFrame:
     Like the paper (delays = "normal"), runs with injected packet loss are left out unless
     `include_loss`: loss changes the traffic for reasons the model has no feature for.
     """
-    import duckdb
     import polars as pl
 
-    from tracecore.errors import DatasetError
-    from tracecore.ingest.catalog import open_catalog
+    from tracecore.models.catalog_input import catalog_frame
 
-    con = open_catalog(data_dir)
-    try:
-        table = pl.from_arrow(con.sql(RUNS_SQL).to_arrow_table())
-    except duckdb.CatalogException as err:
-        raise DatasetError(
-            f"{data_dir}: the catalog lacks what the traffic model reads ({str(err).splitlines()[0]}); "
-            "re-run `tracecore ingest` with this version"
-        ) from None
-    finally:
-        con.close()
+    table = catalog_frame(data_dir, RUNS_SQL, model="traffic")
     if not include_loss:
         table = table.filter(pl.col("loss_pct").fill_null(0.0) == 0.0)
     if table.height == 0:
