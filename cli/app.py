@@ -34,7 +34,7 @@ app = typer.Typer(
     name="tracecore",
     help="Network traces of distributed ML training: pcap → Parquet → SQL views → figures.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion
     pretty_exceptions_enable=False,
 )
 

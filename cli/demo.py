@@ -19,7 +19,12 @@ def demo(
         "tracecore-demo"
     ),
 ) -> None:
-    """Ingest the embedded 4-worker DDP sample, show key views, and write the HTML report."""
+    """Ingest the embedded 4-worker DDP sample, show key views, and write the HTML report.
+
+    \b
+    Examples:
+      $ tracecore demo --out demo
+    """
     import sys
 
     from tracecore.cli.ingest import print_summary

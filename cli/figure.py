@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from tracecore.cli.checks import check_file
 from tracecore.cli.common import boundary
 from tracecore.cli.options import Dataset, Runs
 
@@ -27,12 +28,18 @@ def figure(
     run: Runs = None,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Output file: .png, .svg, .html or .json [default: NAME.png]."),
+        typer.Option("--out", "-o", help="Output file: .png, .svg, .html or .json.", show_default="NAME.png"),
     ] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the figures with what they show.")] = False,
     data: Dataset = None,
 ) -> None:
-    """Draw a figure of the paper (Figs. 3–10, Tables I–II) or of tracecore from the dataset."""
+    """Draw a figure of the paper (Figs. 3–10, Tables I–II) or of tracecore from the dataset.
+
+    \b
+    Examples:
+      $ tracecore figure --list
+      $ tracecore figure flow_matrix --out fig4.svg
+    """
     from tracecore import figures
 
     if list_:
@@ -46,5 +53,6 @@ def figure(
     from tracecore.query import with_dataset
 
     target = check_suffix(out if out is not None else Path(f"{name}.png"))
+    check_file(target)
     chart = with_dataset(data, lambda con: figures.build(con, name, run))
     typer.echo(f"wrote {save(chart, target)}", err=True)

@@ -31,30 +31,40 @@ def ingest(
         list[Path],
         typer.Argument(help="Capture files, run folders, or folders of run folders.", show_default=False),
     ],
-    out: DatasetOut = None,
+    data: DatasetOut = None,
     jobs: Annotated[
         int | None,
         typer.Option(
-            "--jobs", "-j", min=1, help="CPU cores to use (two per capture read in parallel) [default: all]."
+            "--jobs",
+            "-j",
+            min=1,
+            help="CPU cores to use (two per capture read in parallel).",
+            show_default="all cores",
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Re-ingest captures even when unchanged.")] = False,
     wait: Annotated[
-        float, typer.Option("--wait", min=0, help="Seconds to wait for another ingest into the same --out.")
+        float, typer.Option("--wait", min=0, help="Seconds to wait for another ingest into the same dataset.")
     ] = 0.0,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Ingest captures (one folder per run, one capture per worker) into partitioned Parquet + DuckDB."""
+    """Ingest captures (one folder per run, one capture per worker) into partitioned Parquet + DuckDB.
+
+    \b
+    Examples:
+      $ tracecore ingest pcaps/
+      $ tracecore ingest pcaps/ --data elsewhere --json --quiet
+    """
     import sys
 
     from tracecore.ingest import ingest as run_ingest
 
     summary = run_ingest(
         paths,
-        out,
+        data,
         jobs=jobs,
         force=force,
         progress=not quiet and not as_json and sys.stderr.isatty(),

@@ -21,7 +21,12 @@ def init(
     run_dir: Annotated[Path, typer.Argument(help="Run folder holding the worker captures.")],
     force: Annotated[bool, typer.Option("--force", help="Replace an existing run.toml.")] = False,
 ) -> None:
-    """Write RUN_DIR/run.toml: the metadata keys ingest reads, commented, to fill in."""
+    """Write RUN_DIR/run.toml: the metadata keys ingest reads, commented, to fill in.
+
+    \b
+    Examples:
+      $ tracecore init pcaps/RUN --force
+    """
     from tracecore.ingest.runtoml import write_run_toml
 
     path = write_run_toml(run_dir, force=force)

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from tracecore.cli.common import boundary
 from tracecore.cli.optimus import optimus_app
+from tracecore.cli.optimus_ridge import optimus_ridge
 from tracecore.cli.options import Dataset, Figure, FormatOpt, Out
 from tracecore.cli.output import Format, emit_model
 
@@ -19,6 +20,7 @@ model_app = typer.Typer(
     help="Performance models: data-parallel scaling, Optimus loss/speed, Sec. VI traffic.",
     no_args_is_help=True,
 )
+optimus_app.command("ridge")(optimus_ridge)
 model_app.add_typer(optimus_app, name="optimus")
 
 
@@ -44,27 +46,46 @@ def scaling(
     ] = False,
     wandb: Annotated[
         list[Path] | None,
-        typer.Option("--wandb", help="wandb history export(s), runs named ..._batch_size_<B>_<N>gpus."),
+        typer.Option(
+            "--wandb",
+            help="wandb history export(s), runs named ..._batch_size_<B>_<N>gpus.",
+            show_default="none",
+        ),
     ] = None,
     data: Annotated[
         Path | None,
-        typer.Option("--data", help="Dataset directory: captured runs, with measured wire bytes per worker."),
+        typer.Option(
+            "--data",
+            help="Dataset directory: captured runs, with measured wire bytes per worker.",
+            show_default="none",
+        ),
     ] = None,
     epoch: Annotated[
         int, typer.Option(help="Epoch timed in wandb histories (the study: 1, after warm-up).")
     ] = 1,
     n_params: Annotated[
-        int | None, typer.Option("--n-params", help="Gradient elements (model parameters).")
+        int | None,
+        typer.Option(
+            "--n-params", help="Gradient elements (model parameters).", show_default="the study's or CSV's"
+        ),
     ] = None,
     dataset_size: Annotated[
-        int | None, typer.Option("--dataset-size", help="Training samples per epoch.")
+        int | None,
+        typer.Option(
+            "--dataset-size", help="Training samples per epoch.", show_default="the study's or CSV iters"
+        ),
     ] = None,
     bytes_per_param: Annotated[int, typer.Option("--bytes-per-param", help="4 for fp32 gradients.")] = 4,
     fmt: FormatOpt = Format.table,
     out: Out = None,
     figure: Figure = None,
 ) -> None:
-    """Speedups, compute/communication split and ring all-reduce bandwidth per (GPUs, batch size)."""
+    """Speedups, compute/communication split and ring all-reduce bandwidth per (GPUs, batch size).
+
+    \b
+    Examples:
+      $ tracecore model scaling --reference-study --figure scaling.svg
+    """
     from tracecore.models import tasks
 
     result = tasks.scaling(
@@ -86,10 +107,17 @@ def traffic(
     data: Dataset = None,
     input_csv: Annotated[
         Path | None,
-        typer.Option("--input", help="CSV instead of the catalog: run, model/model_size_mb, framework, ..."),
+        typer.Option(
+            "--input",
+            help="CSV instead of the catalog: run, model/model_size_mb, framework, ...",
+            show_default="none",
+        ),
     ] = None,
     model_size: Annotated[
-        list[str] | None, typer.Option("--model-size", help="NAME=MB for models of unknown size (repeat).")
+        list[str] | None,
+        typer.Option(
+            "--model-size", help="NAME=MB for models of unknown size (repeat).", show_default="none"
+        ),
     ] = None,
     include_loss: Annotated[bool, typer.Option(help="Keep runs with injected packet loss.")] = False,
     fmt: FormatOpt = Format.table,

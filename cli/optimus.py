@@ -26,7 +26,9 @@ class Kind(StrEnum):
 
 
 optimus_app = typer.Typer(
-    help="Optimus: loss-curve fit and convergence, speed models, time to convergence, Ridge.",
+    help="Optimus: loss-curve fit and convergence, speed models, time to convergence, Ridge.\n\n"
+    "\b\nExamples:\n  $ tracecore model optimus fit pcaps/RUN/train_history.log --x step\n"
+    "  $ tracecore model optimus time --workers 4 --workers 8 -f json\n",
     no_args_is_help=True,
 )
 
@@ -38,7 +40,10 @@ def optimus_fit(
         Path, typer.Argument(help="Loss log: step,loss CSV, train_history.log or wandb history CSV.")
     ],
     key: Annotated[
-        str | None, typer.Option(help="wandb metric holding the loss, e.g. train_loss_step.")
+        str | None,
+        typer.Option(
+            help="wandb metric holding the loss, e.g. train_loss_step.", show_default="the one *_step loss"
+        ),
     ] = None,
     x: Annotated[
         Axis, typer.Option("--x", help="Fit against epochs (Optimus) or steps; auto = epochs if known.")
@@ -71,7 +76,10 @@ def optimus_speed(
     kind: Annotated[
         Kind, typer.Option(help="Synchronous (θ0..θ4) or asynchronous (θ0..θ3) model.")
     ] = Kind.sync,
-    batch: Annotated[float | None, typer.Option(help="Global batch size M (sync model).")] = None,
+    batch: Annotated[
+        float | None,
+        typer.Option(help="Global batch size M (sync model).", show_default="none; sync needs it"),
+    ] = None,
     fmt: FormatOpt = Format.table,
     out: Out = None,
 ) -> None:
@@ -96,13 +104,14 @@ def optimus_time(
         int | None, typer.Option(help="Epochs to convergence.", show_default=f"{REFERENCE}: 85")
     ] = None,
     ps: Annotated[
-        list[int] | None, typer.Option("--ps", help="Parameter servers (repeat; default 2 and 4).")
+        list[int] | None, typer.Option("--ps", help="Parameter servers (repeat).", show_default="2 and 4")
     ] = None,
     workers: Annotated[
-        list[int] | None, typer.Option("--workers", help="Workers (repeat; default 1, 10, 50, 99).")
+        list[int] | None, typer.Option("--workers", help="Workers (repeat).", show_default="1, 10, 50, 99")
     ] = None,
     max_workers: Annotated[
-        int | None, typer.Option(help=f"Use workers 1..N instead ({REFERENCE} plot: 1..99).")
+        int | None,
+        typer.Option(help=f"Use workers 1..N instead ({REFERENCE} plot: 1..99).", show_default="--workers"),
     ] = None,
     fmt: FormatOpt = Format.table,
     out: Out = None,
@@ -121,29 +130,3 @@ def optimus_time(
         max_workers=max_workers,
     )
     emit_model(result, fmt, out, figure)
-
-
-@optimus_app.command("ridge")
-@boundary
-def optimus_ridge(
-    fits: Annotated[
-        list[Path],
-        typer.Argument(
-            help="CSV with depth,gpu,b0,b1,b2, or loss curves optimus_<depth>_<gpu>.csv to fit first."
-        ),
-    ],
-    predict: Annotated[
-        list[str], typer.Option("--predict", help="DEPTH:GPU to predict b0..b2 for (repeat).")
-    ],
-    alpha: Annotated[
-        float, typer.Option(help="Ridge regularisation (sklearn's default, as the notebook).")
-    ] = 1.0,
-    drop_tail: Annotated[int, typer.Option(help="Rows dropped from each curve's end (the notebook: 5).")] = 0,
-    fmt: FormatOpt = Format.table,
-    out: Out = None,
-) -> None:
-    """Ridge regression of the loss-curve parameters b0..b2 on model depth and GPU type."""
-    from tracecore.models import tasks
-
-    result = tasks.optimus_ridge(fits, predict=predict, alpha=alpha, drop_tail=drop_tail)
-    emit_model(result, fmt, out, None)

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tracecore.cli.output import Format
+from tracecore.cli.output import TABLE_ROWS, Format
 
-DATASET_DEFAULT = "$TRACECORE_DATA or ./tracecore-data"
+DATA_ENV = "TRACECORE_DATA"  # read by click for the help's sake; ingest.layout.default_data_dir owns the rule
 
 
 def _dataset(value: Path | None) -> Path:
@@ -38,13 +38,11 @@ def _figure(value: Path | None) -> Path | None:
         raise typer.BadParameter(str(err)) from None
 
 
-Dataset = Annotated[
-    Path | None,
-    typer.Option("--data", help="Dataset directory.", callback=_dataset, show_default=DATASET_DEFAULT),
-]
+_DATASET = {"callback": _dataset, "envvar": DATA_ENV, "show_envvar": True, "show_default": "./tracecore-data"}
+Dataset = Annotated[Path | None, typer.Option("--data", help="Dataset directory.", **_DATASET)]
+# ingest's dataset: --out/-o, its older name, still works
 DatasetOut = Annotated[
-    Path | None,
-    typer.Option("--out", "-o", help="Dataset directory.", callback=_dataset, show_default=DATASET_DEFAULT),
+    Path | None, typer.Option("--data", "--out", "-o", help="Dataset directory (alias: --out).", **_DATASET)
 ]
 Runs = Annotated[
     list[str] | None,
@@ -58,9 +56,19 @@ Runs = Annotated[
     ),
 ]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
-Out = Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")]
-Limit = Annotated[int | None, typer.Option("--limit", "-n", min=0, help="At most N rows.")]
+Out = Annotated[
+    Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.", show_default="stdout")
+]
+Limit = Annotated[
+    int | None,
+    typer.Option("--limit", "-n", help="At most N rows.", show_default=f"all; {TABLE_ROWS} in a table"),
+]
 Figure = Annotated[
     Path | None,
-    typer.Option("--figure", callback=_figure, help="Also save the figure: .png, .svg, .html or .json."),
+    typer.Option(
+        "--figure",
+        callback=_figure,
+        help="Also save the figure: .png, .svg, .html or .json.",
+        show_default="none",
+    ),
 ]

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import typer
+from tracecore.cli.checks import check_destination, check_file
 
-from tracecore.errors import UsageError
 from tracecore.figures.render import save
 from tracecore.json_values import json_rows
 
@@ -32,14 +32,9 @@ TABLE_ROWS = 50  # rows `--format table` shows when no --limit is given
 Format = StrEnum("Format", ["table", "csv", "json", "parquet"])  # values are the names: --format csv
 
 
-def check_destination(fmt: Format, out: Path | None) -> None:
-    """Refuse Parquet to a terminal before any work is done: it is binary."""
-    if fmt is Format.parquet and out is None:
-        raise UsageError("parquet output is binary: give --out FILE.parquet")
-
-
 def emit(table: pa.Table, fmt: Format, out: Path | None, limit: int | None = None) -> None:
     """Print or write one result (`query`, `sql`); `table` shows TABLE_ROWS rows unless `limit` says."""
+    check_destination(fmt, out, limit)
     table = table if limit is None else table.slice(0, limit)
     if fmt is Format.table:
         with _sink(out) as sink:
@@ -52,6 +47,8 @@ def emit(table: pa.Table, fmt: Format, out: Path | None, limit: int | None = Non
 
 def emit_model(result: ModelResult, fmt: Format, out: Path | None, figure: Path | None) -> None:
     """A model's titled tables (all as tables, or JSON by title; CSV/Parquet the first), note and chart."""
+    check_destination(fmt, out)
+    check_file(figure)
     tables = [(title, frame.to_arrow()) for title, frame in result.tables]
     if fmt is Format.table:
         with _sink(out) as sink:

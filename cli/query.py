@@ -9,11 +9,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from tracecore.cli.checks import check_destination
 from tracecore.cli.common import boundary
 from tracecore.cli.options import Dataset, FormatOpt, Limit, Out, Runs
 from tracecore.cli.output import Format, emit
 
 from tracecore.errors import UsageError
+
+VIEWS = "the view's own (see --describe)"
 
 
 def register(app: typer.Typer) -> None:
@@ -25,26 +28,52 @@ def query(
     name: Annotated[str | None, typer.Argument(help="View name (see --list).", show_default=False)] = None,
     run: Runs = None,
     bin_: Annotated[
-        str | None, typer.Option("--bin", help="Bin or window width, e.g. 10ms, 100us, 1s (bare number: s).")
+        str | None,
+        typer.Option(
+            "--bin", help="Bin or window width, e.g. 10ms, 100us, 1s (bare number: s).", show_default=VIEWS
+        ),
     ] = None,
     from_: Annotated[
-        str | None, typer.Option("--from", help="Window start after the run's first packet, e.g. 90s.")
+        str | None,
+        typer.Option(
+            "--from", help="Window start after the run's first packet, e.g. 90s.", show_default="run start"
+        ),
     ] = None,
     to: Annotated[
-        str | None, typer.Option("--to", help="Window end after the run's first packet, e.g. 120s.")
+        str | None,
+        typer.Option(
+            "--to", help="Window end after the run's first packet, e.g. 120s.", show_default="run end"
+        ),
     ] = None,
     param: Annotated[
         list[str] | None,
-        typer.Option("--param", "-p", help="Other view parameter as KEY=VALUE (repeat), e.g. src=W1."),
+        typer.Option(
+            "--param",
+            "-p",
+            help="Other view parameter as KEY=VALUE (repeat), e.g. src=W1.",
+            show_default=VIEWS,
+        ),
     ] = None,
     fmt: FormatOpt = Format.table,
     out: Out = None,
     limit: Limit = None,
     list_: Annotated[bool, typer.Option("--list", help="List the views with their purpose.")] = False,
+    describe: Annotated[
+        bool, typer.Option("--describe", help="Show the view's parameters and columns.")
+    ] = False,
     data: Dataset = None,
 ) -> None:
-    """Run a named analysis view (flow_matrix, link_util, …) with parameters."""
-    from tracecore.query import query_dataset, request_params, view_listing
+    """Run a named analysis view (flow_matrix, link_util, …) with parameters.
+
+    \b
+    Examples:
+      $ tracecore query --list
+      $ tracecore query link_util --describe
+      $ tracecore query link_util --bin 100ms --from 1s --to 2s --limit 5
+      $ tracecore query link_util_ci -p src=W1 -p dst=W4 --format csv
+      $ tracecore query flow_matrix --format json --out flows.json
+    """
+    from tracecore.query import describe_view, query_dataset, request_params, view_listing
 
     if list_:
         kind = None
@@ -56,5 +85,17 @@ def query(
         return
     if name is None:
         raise UsageError("give a view name, or --list to see them")
+    if describe:
+        view = describe_view(name)
+        defaults = ", ".join(f"{p.name} := {p.default}" for p in view.params) or "none"
+        typer.echo(f"{view.name} ({view.kind}): {view.purpose}")
+        typer.echo(
+            "\n".join(
+                [f"Parameters ({defaults}):", *view.parameters] if view.params else ["Parameters: none"]
+            )
+        )
+        typer.echo("\n".join(["Columns:", *view.columns]))
+        return
+    check_destination(fmt, out, limit)
     params = request_params(name, param or [], bin_, from_, to)  # an unknown view fails before the dataset
     emit(query_dataset(data, name, runs=run, params=params), fmt, out, limit)

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Annotated, TextIO
 
 import typer
+from tracecore.cli.checks import check_destination
 from tracecore.cli.common import boundary
 from tracecore.cli.options import FormatOpt, Limit, Out
-from tracecore.cli.output import Format, check_destination, write_batches
+from tracecore.cli.output import Format, write_batches
 
 PROTOCOLS = {
     1: "ICMP",
@@ -35,16 +36,26 @@ def register(app: typer.Typer) -> None:
 
 @boundary
 def read(
-    file: Annotated[Path, typer.Argument(help="Capture file: pcap or pcapng, plain or .gz/.xz/.zst.")],
+    file: Annotated[
+        Path,
+        typer.Argument(help="Capture file: pcap or pcapng, plain or .gz/.xz/.zst; - for standard input."),
+    ],
     limit: Limit = None,
     fmt: FormatOpt = Format.table,
     out: Out = None,
 ) -> None:
-    """Read a capture and print its packets (number, time, addresses, protocol, ports, length)."""
+    """Read a capture and print its packets (number, time, addresses, protocol, ports, length).
+
+    \b
+    Examples:
+      $ tracecore read capture.pcap --limit 10
+      $ tracecore read capture.pcap --format csv --out packets.csv
+      $ cat capture.pcap | tracecore read - --limit 3
+    """
     from tracecore.reader import CaptureReader
     from tracecore.schema import PACKET_SCHEMA
 
-    check_destination(fmt, out)
+    check_destination(fmt, out, limit)
     reader = CaptureReader(file, batch_rows=1 << 16)
     try:
         batches = _limited(reader.batches(), limit)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from tracecore.cli.checks import check_folder
 from tracecore.cli.common import boundary
 from tracecore.cli.options import Dataset, Runs
 
@@ -20,7 +21,14 @@ def report(
     runs: Runs = None,
     data: Dataset = None,
 ) -> None:
-    """Write a self-contained HTML report (no CDN; opens from file:// with the network off)."""
+    """Write a self-contained HTML report (no CDN; opens from file:// with the network off).
+
+    \b
+    Examples:
+      $ tracecore report report/ --run torch_ddp-resnet8w8-sgd-16-gloo-normal-ring
+    """
     from tracecore.report import write_report
+
+    check_folder(out_dir)
 
     typer.echo(str(write_report(data, out_dir, runs=runs)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from tracecore.cli.checks import check_destination
 from tracecore.cli.common import boundary
 from tracecore.cli.options import Dataset, FormatOpt, Limit, Out
 from tracecore.cli.output import Format, emit
@@ -36,7 +37,14 @@ def sql(
         ),
     ] = False,
 ) -> None:
-    """Run SQL over the catalog, e.g. "SELECT * FROM link_util(bin_ns := 1000000) LIMIT 5"."""
+    """Run SQL over the catalog, e.g. "SELECT * FROM link_util(bin_ns := 1000000) LIMIT 5".
+
+    \b
+    Examples:
+      $ tracecore sql "SELECT run, count(*) AS packets FROM packets GROUP BY run"
+      $ tracecore sql "SELECT * FROM link_util(bin_ns := 1000000) LIMIT 5" --format csv
+    """
     from tracecore.query import sql_dataset
 
+    check_destination(fmt, out, limit)
     emit(sql_dataset(data, statement, unsafe=unsafe), fmt, out, limit)

@@ -63,7 +63,7 @@ def test_every_cli_module_is_thin() -> None:
 
 def test_dataset_default_is_shown_and_follows_the_environment(tmp_path: Path) -> None:
     help_text = runner.invoke(app, ["query", "--help"], env={"COLUMNS": "240"}).output
-    assert "$TRACECORE_DATA or ./tracecore-data" in help_text
+    assert "[env var: TRACECORE_DATA] [default: (./tracecore-data)]" in help_text
     result = runner.invoke(app, ["sql", "SELECT 1"], env={"TRACECORE_DATA": str(tmp_path / "elsewhere")})
     assert result.exit_code == ExitCode.DATASET == 4
     assert f"no dataset at {tmp_path / 'elsewhere'}" in result.stderr

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.test_ingest_support import copy_run, records, repeat_pcap, write_pcap
-from tracecore.errors import DatasetError
+from tracecore.errors import DatasetError, NoInputError
 from tracecore.ingest import ingest, open_catalog, testpause
 from tracecore.ingest.lock import dataset_lock
 from tracecore.reader import CaptureReader
@@ -271,13 +271,16 @@ def test_bad_inputs_are_reported_and_the_rest_is_ingested(tmp_path: Path) -> Non
 
 
 def test_missing_input_and_empty_folder(tmp_path: Path) -> None:
+    """No usable input: one error naming each problem, and nothing created (issue 13 item 5)."""
     (tmp_path / "empty").mkdir()
-    summary = ingest([tmp_path / "nope", tmp_path / "empty"], tmp_path / "out", jobs=1)
-    assert summary.failed
-    assert dict(summary.problems) == {
-        str(tmp_path / "nope"): "no such file or directory",
-        str(tmp_path / "empty"): "no capture files in it or in its subfolders",
-    }
+    with pytest.raises(NoInputError) as err:
+        ingest([tmp_path / "nope", tmp_path / "empty"], tmp_path / "out", jobs=1)
+    assert str(err.value) == (
+        f"nothing to ingest ({tmp_path / 'nope'}: no such file or directory; {tmp_path / 'empty'}: "
+        f"no capture files in it or in its subfolders); {tmp_path / 'out'} was not touched"
+    )
+    assert err.value.exit_code == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
 
 
 def test_parallel_jobs_match_serial(big_runs: tuple[Path, dict[str, int]], tmp_path: Path) -> None:

@@ -57,6 +57,12 @@ class NotACaptureError(CaptureError):
     """The file is not pcap or pcapng at all (wrong magic, empty file)."""
 
 
+class NoInputError(TracecoreError):
+    """No input given to ingest was usable, so nothing was created or changed."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
 class LogParseError(TracecoreError):
     """A training or benchmark log has no line tracecore can parse."""
 

@@ -319,6 +319,29 @@ def view_listing() -> list[ViewListing]:
     return sorted(rows, key=lambda row: (views.KINDS.index(row.kind), row.name))
 
 
+class ViewDescription(NamedTuple):
+    """What `tracecore query --describe NAME` shows, all of it read from the view's file."""
+
+    name: str
+    kind: str  # views.ANSWER or views.BUILDING_BLOCK
+    purpose: str
+    params: tuple[ViewParam, ...]  # the macro's parameters with their defaults as written
+    parameters: tuple[str, ...]  # the header's `Parameters:` lines (meanings, units)
+    columns: tuple[str, ...]  # the header's `Columns:` lines (meanings, units)
+
+
+def describe_view(name: str) -> ViewDescription:
+    """Purpose, kind, parameters with defaults and columns with units of view `name`."""
+    return ViewDescription(
+        name,
+        views.view_kind(name),
+        views.view_purpose(name),
+        view_params(name),
+        views.view_header_section(name, "Parameters"),
+        views.view_header_section(name, "Columns"),
+    )
+
+
 def request_params(
     name: str, pairs: list[str], bin_: str | None = None, from_: str | None = None, to: str | None = None
 ) -> dict[str, Any]:

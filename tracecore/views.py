@@ -155,6 +155,31 @@ def view_purpose(name: str) -> str:
     return ""
 
 
+_SECTION = re.compile(r"^([A-Z][A-Za-z]*):\s*(.*)$")  # "Parameters:", "Columns: every column of …"
+
+
+def view_header_section(name: str, title: str) -> tuple[str, ...]:
+    """The lines of one section (`Parameters`, `Columns`) of a view's header comment, indentation kept.
+
+    Why: `tracecore query --describe` shows what the header says, so the file stays the one owner of
+    units and meanings. A section runs to the next unindented `Word:` line or the end of the header.
+    """
+    lines: list[str] = []
+    inside = False
+    for line in view_sql(name).splitlines():
+        match = _HEADER_LINE.match(line.strip())
+        if match is None:
+            break
+        text = match.group(1).rstrip()
+        section = _SECTION.match(text)
+        if section:
+            inside = section.group(1) == title
+            text = section.group(2)
+        if inside and text.strip():
+            lines.append(text)
+    return tuple(lines)
+
+
 def install(con: duckdb.DuckDBPyConnection) -> None:
     """Create (or replace) every view of `queries/` in the connected catalog, in dependency order."""
     installed_views().install(con)

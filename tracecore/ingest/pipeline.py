@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracecore.errors import DatasetError, DatasetVersionError, IngestCancelledError, TracecoreError
+from tracecore.errors import (
+    DatasetError,
+    DatasetVersionError,
+    IngestCancelledError,
+    NoInputError,
+    TracecoreError,
+)
 from tracecore.ingest import executor, layout, testpause
 from tracecore.ingest.control import IngestControl
 from tracecore.ingest.discover import CaptureFile, RunSource, discover
@@ -73,6 +79,10 @@ def ingest(
     """
     start = time.perf_counter()
     out = Path(out) if out is not None else layout.default_data_dir()
+    found = discover([Path(p) for p in paths])
+    if not found.runs:  # a mistyped path creates nothing: no folder, no lock, no marker
+        reasons = "; ".join(f"{path}: {reason}" for path, reason in found.problems) or "no input given"
+        raise NoInputError(f"nothing to ingest ({reasons}); {out} was not touched")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -81,7 +91,6 @@ def ingest(
     layout.claim(out)
     jobs = jobs or os.cpu_count() or 1
     control = control or IngestControl()
-    found = discover([Path(p) for p in paths])
     summary = IngestSummary(out, problems=list(found.problems), warnings=list(found.warnings))
     with _warm_up(found.runs), dataset_lock(out, wait_s):
         state = _load_state(out, force)

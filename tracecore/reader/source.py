@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import lzma
 import mmap
+import sys
 import zlib
 from pathlib import Path
 from typing import BinaryIO
@@ -25,6 +27,7 @@ COMPRESSION_MAGICS = {"gzip": b"\x1f\x8b", "xz": b"\xfd7zXZ\x00", "zstd": b"\x28
 CHUNK = 8 << 20  # decompressed bytes per refill; > the largest record we accept
 SEGMENT = 64 << 20  # mapped bytes per window of a plain file
 MADV_POPULATE_READ = 22  # Linux >= 5.14; not in Python 3.11's mmap module
+STDIN = "-"  # the path that means standard input: `tcpdump -w - | tracecore read -`
 
 
 def compression_in(head: bytes) -> str | None:
@@ -38,14 +41,44 @@ def compression_of(path: str | Path) -> str | None:
         return compression_in(f.read(6))
 
 
-def open_decompressed(path: str | Path, kind: str) -> BinaryIO:
-    """A streaming reader of the decompressed bytes."""
+def open_decompressed(source: str | Path | BinaryIO, kind: str) -> BinaryIO:
+    """A streaming reader of the decompressed bytes of a file, or of an open binary stream."""
     if kind == "gzip":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+        return gzip.open(source, "rb")  # type: ignore[return-value]
     if kind == "xz":
-        return lzma.open(path, "rb")  # type: ignore[return-value]
-    raw = open(path, "rb")  # noqa: SIM115 - closed with the stream reader
+        return lzma.open(source, "rb")  # type: ignore[return-value]
+    raw = open(source, "rb") if isinstance(source, str | Path) else source  # noqa: SIM115 - closed below
     return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value]
+
+
+def open_stdin() -> tuple[str | None, BinaryIO]:
+    """Standard input's compression and a reader of its (decompressed) bytes.
+
+    Why: a pipe cannot be memory-mapped or reopened, so it takes the chunk path of compressed
+    files; the bytes read to detect the compression are given back first.
+    """
+    head = sys.stdin.buffer.read(6)  # blocks until 6 bytes or the end: a pipe may deliver fewer per read
+    stream = io.BufferedReader(_GivenBack(head, sys.stdin.buffer), CHUNK)
+    kind = compression_in(head)
+    return kind, stream if kind is None else open_decompressed(stream, kind)
+
+
+class _GivenBack(io.RawIOBase):
+    """`head`, then the rest of `rest`: a stream whose first bytes were already read."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if not self._head:
+            return self._rest.readinto1(buffer)  # type: ignore[attr-defined]
+        n = min(len(buffer), len(self._head))
+        buffer[:n] = self._head[:n]
+        self._head = self._head[n:]
+        return n
 
 
 DECOMPRESS_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, zstandard.ZstdError)
@@ -66,10 +99,14 @@ class Window:
         self.path = path
         self.base = 0
         self.error: str | None = None
-        self.kind = compression_of(path)
         self._stream: BinaryIO | None = None
         self._mmap: mmap.mmap | None = None
         self._whole = np.empty(0, dtype=np.uint8)
+        if str(path) == STDIN:
+            self.kind, self._stream = open_stdin()
+            self._fill()
+            return
+        self.kind = compression_of(path)
         if self.kind is None:
             size = Path(path).stat().st_size
             if size == 0:
@@ -81,15 +118,20 @@ class Window:
             self._map_segment(0)
         else:
             self._stream = open_decompressed(path, self.kind)
-            self.buf = np.empty(0, dtype=np.uint8)
-            self.eof = False
-            self.advance(0)
-            if self.eof and len(self.buf) == 0:
-                if self.error:
-                    raise CaptureError(path, f"{self.kind} stream unreadable: {self.error}", 0)
-                raise NotACaptureError(
-                    path, f"{self.kind} stream decompresses to nothing (empty or cut short): no capture", 0
-                )
+            self._fill()
+
+    def _fill(self) -> None:
+        """Read the first chunk of a stream; one that gives nothing is no capture."""
+        self.buf = np.empty(0, dtype=np.uint8)
+        self.eof = False
+        self.advance(0)
+        if self.eof and len(self.buf) == 0:
+            if self.error:
+                raise CaptureError(self.path, f"{self.kind} stream unreadable: {self.error}", 0)
+            empty = "empty input"
+            if self.kind:
+                empty = f"{self.kind} stream decompresses to nothing (empty or cut short)"
+            raise NotACaptureError(self.path, f"{empty}: no capture", 0)
 
     def _map_segment(self, start: int, min_stop: int = 0) -> None:
         """Make buf the mapped bytes [start, start + SEGMENT) (at least up to min_stop),

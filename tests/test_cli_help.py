@@ -1,0 +1,189 @@
+"""Every `--help` explains itself: defaults and environment variables shown, examples that run, shell
+completion (issue 13 item 5)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from tracecore.cli.app import app
+from typer.testing import CliRunner
+
+from tracecore.sample import SAMPLE_RUN, sample_run
+
+REPO = Path(__file__).resolve().parent.parent
+WIDE = {"COLUMNS": "250"}
+OWN = {"help", "install_completion", "show_completion", "version"}  # Typer's and click's own options
+EXAMPLE = re.compile(r"^\s*\$ (.+?)\s*$", re.MULTILINE)  # how examples are written in docstrings
+# Placeholders of the examples, and what they are in the workspace the examples run in.
+PLACEHOLDERS = {"RUN": SAMPLE_RUN}
+runner = CliRunner()
+
+
+def commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    yield path, command
+    if hasattr(command, "commands"):  # a group (Typer vendors its own click)
+        for name, sub in command.commands.items():
+            yield from commands(sub, (*path, name))
+
+
+ALL = list(commands(typer.main.get_command(app)))
+
+
+def help_of(path: tuple[str, ...]) -> str:
+    result = runner.invoke(app, [*path, "--help"], env=WIDE, terminal_width=250)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def option_rows(text: str) -> dict[str, str]:
+    """Each option's row of the help table (continuation lines joined), by each of its names."""
+    rows: list[str] = []
+    for line in text.splitlines():
+        cell = line.strip().strip("│").strip()
+        if re.match(r"^\*?\s*-", cell):
+            rows.append(cell)
+        elif rows and line.startswith("│") and cell:
+            rows[-1] += " " + cell
+        elif not line.startswith("│"):
+            rows.append("") if rows and rows[-1] else None
+    by_name = {}
+    for row in filter(None, rows):
+        names = row.lstrip("* ").split()[:2]
+        for name in ",".join(names).split(","):
+            by_name[name] = row
+    return by_name
+
+
+@pytest.mark.parametrize("path", [p for p, _ in ALL], ids=lambda p: " ".join(p) or "tracecore")
+def test_every_default_and_env_var_is_shown(path: tuple[str, ...]) -> None:
+    command = dict(ALL)[path]
+    rows = option_rows(help_of(path))
+    missing = []
+    for param in command.params:
+        if (
+            param.param_type_name != "option"
+            or param.name in OWN
+            or param.required
+            or (param.is_flag and not param.default)
+        ):
+            continue
+        row = rows[param.opts[0]]
+        said = param.show_default
+        if "[default: " not in row or (isinstance(said, str) and f"[default: ({said})]" not in row):
+            missing.append(f"{param.opts[0]}: {row}")
+        if param.envvar and f"[env var: {param.envvar}]" not in row:
+            missing.append(f"{param.opts[0]} env: {row}")
+    assert missing == []
+
+
+def test_the_dataset_option_names_its_default_and_variable() -> None:
+    for path in (("query",), ("ingest",), ("sql",), ("figure",), ("report",), ("model", "traffic")):
+        row = option_rows(help_of(path))["--data"]
+        assert "[env var: TRACECORE_DATA]" in row
+        assert "[default: (./tracecore-data)]" in row
+    assert option_rows(help_of(("ingest",)))["--out"] == option_rows(help_of(("ingest",)))["--data"]
+
+
+def readme_examples() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```(?:sh|bash|console)\n(.*?)```", text, re.DOTALL)
+    return [
+        line.split("  #")[0].strip()
+        for block in blocks
+        for line in block.splitlines()
+        if line.startswith(("tracecore ", "cat "))
+    ]
+
+
+HELP_EXAMPLES = [(" ".join(p), m) for p, _ in ALL for m in EXAMPLE.findall(help_of(p))]
+
+
+def test_examples_are_everywhere() -> None:
+    assert {where for where, _ in HELP_EXAMPLES} == {
+        "read",
+        "ingest",
+        "query",
+        "sql",
+        "figure",
+        "report",
+        "init",
+        "demo",
+        "model scaling",
+        "model optimus",
+    }
+    assert len(readme_examples()) >= 12
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """pcaps/RUN (the embedded sample), capture.pcap, and ./tracecore-data ingested from pcaps/."""
+    root = tmp_path_factory.mktemp("examples")
+    shutil.copytree(sample_run(), root / "pcaps" / SAMPLE_RUN)
+    shutil.copy(sample_run() / "worker-0-tcpdump.pcap", root / "capture.pcap")
+    from tracecore.ingest import ingest
+
+    assert not ingest([root / "pcaps"], root / "tracecore-data", jobs=1).failed
+    return root
+
+
+@pytest.mark.parametrize("example", [m for _, m in HELP_EXAMPLES] + readme_examples(), ids=lambda e: e[:60])
+def test_example_runs(example: str, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    here = tmp_path / "cwd"
+    shutil.copytree(workspace, here, symlinks=True)
+    monkeypatch.chdir(here)
+    monkeypatch.delenv("TRACECORE_DATA", raising=False)
+    words = [PLACEHOLDERS.get(w, w) for w in shlex.split(example.replace("pcaps/RUN", f"pcaps/{SAMPLE_RUN}"))]
+    stdin = None
+    if words[0] == "cat":  # `cat FILE | tracecore …`
+        stdin, words = Path(words[1]).read_bytes(), words[3:]
+    assert words[0] == "tracecore"
+    result = runner.invoke(app, words[1:], input=stdin, env=WIDE)
+    assert result.exit_code == 0, (example, result.output)
+    assert result.output.strip() or "--out" in words  # something printed, or written
+
+
+def test_shell_completion_is_offered_and_completes_commands() -> None:
+    shown = runner.invoke(app, ["--show-completion", "bash"], prog_name="tracecore")
+    assert shown.exit_code == 0
+    assert "_TRACECORE_COMPLETE=complete_bash" in shown.output
+    env = {"_TRACECORE_COMPLETE": "complete_bash", "COMP_WORDS": "tracecore qu", "COMP_CWORD": "1"}
+    done = runner.invoke(app, [], env=env, prog_name="tracecore")
+    assert done.output.split() == ["query"]
+
+
+def test_query_describe_shows_defaults_and_units() -> None:
+    result = runner.invoke(app, ["query", "link_util", "--describe"])
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0].startswith("link_util (answer): Per directed worker pair: bytes and Gbit/s")
+    assert lines[1] == "Parameters (bin_ns := 10000000, runs := NULL, from_ns := NULL, to_ns := NULL):"
+    assert lines[2].split() == [
+        "bin_ns",
+        "bin",
+        "width,",
+        "ns",
+        "(default",
+        "10",
+        "000",
+        "000",
+        "=",
+        "10",
+        "ms;",
+        "100",
+        "000",
+        "=",
+        "100",
+        "µs",
+        "works)",
+    ]
+    assert lines[6] == "Columns:"
+    assert lines[-1].split() == ["gbps", "bytes·8", "/", "bin_ns,", "Gbit/s"]
+    plain = runner.invoke(app, ["query", "run_meta", "--describe"]).output.splitlines()
+    assert plain[1:3] == ["Parameters: none", "Columns:"]

@@ -1,0 +1,82 @@
+"""An output path that cannot be written is one line and exit 2 on every command, never a traceback
+(issue 12 item 10); absurd values are one friendly line too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tracecore.cli.app import app
+from typer.testing import CliRunner
+
+from tracecore.sample import sample_run
+
+runner = CliRunner()
+CAPTURE = str(sample_run() / "worker-0-tcpdump.pcap")
+
+
+def commands(data: Path, target: str) -> dict[str, list[str]]:
+    d = ["--data", str(data)]
+    return {
+        "query": ["query", "flow_counts", "--out", target, *d],
+        "query parquet": ["query", "flow_counts", "-f", "parquet", "--out", target, *d],
+        "sql": ["sql", "SELECT 1 AS one", "--out", target, *d],
+        "read": ["read", CAPTURE, "--format", "csv", "--out", target],
+        "read table": ["read", CAPTURE, "--out", target],
+        "figure": ["figure", "flow_matrix", "--out", f"{target}.svg" if target.endswith("x") else target, *d],
+        "model --out": ["model", "scaling", "--reference-study", "--out", target],
+        "model --figure": ["model", "optimus", "time", "--figure", f"{target}.svg"],
+    }
+
+
+def one_line_exit_2(args: list[str], expected: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, (args, result.output)
+    assert result.stderr.splitlines() == [expected], args
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("case", list(commands(Path("d"), "x")))
+def test_out_in_a_missing_folder(case: str, sample_dataset: Path, tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "x"
+    args = commands(sample_dataset, str(target))[case]
+    written = Path(args[args.index("--out" if "--out" in args else "--figure") + 1])
+    one_line_exit_2(args, f"Error: cannot write {written}: no folder {tmp_path / 'missing'}")
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("case", list(commands(Path("d"), "x")))
+def test_out_that_is_a_folder(case: str, sample_dataset: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "x.svg" if case in ("model --figure",) else tmp_path / "x"
+    folder.mkdir()
+    args = commands(sample_dataset, str(tmp_path / "x"))[case]
+    written = Path(args[args.index("--out" if "--out" in args else "--figure") + 1])
+    written.mkdir(exist_ok=True)
+    one_line_exit_2(args, f"Error: cannot write {written}: it is a folder; give a file name")
+
+
+def test_report_into_a_file(sample_dataset: Path, tmp_path: Path) -> None:
+    (tmp_path / "notes").write_text("mine\n")
+    one_line_exit_2(
+        ["report", str(tmp_path / "notes"), "--data", str(sample_dataset)],
+        f"Error: cannot write into {tmp_path / 'notes'}: it is a file, not a folder",
+    )
+    assert (tmp_path / "notes").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["query", "link_util", "--bin", "1e99"], "Error: bin_ns 1e+99s is too large: at most"),
+        (["query", "link_util", "--from", "1e30"], "Error: from_ns 1e+30s is too large: at most"),
+        (["query", "flow_counts", "--limit", "-1"], "Error: --limit must be 0 or more, got -1"),
+        (["sql", "SELECT 1", "--limit", "-1"], "Error: --limit must be 0 or more, got -1"),
+        (["read", CAPTURE, "--limit", "-1"], "Error: --limit must be 0 or more, got -1"),
+    ],
+)
+def test_absurd_values_are_one_friendly_line(args: list[str], expected: str, sample_dataset: Path) -> None:
+    data = ["--data", str(sample_dataset)] if args[0] != "read" else []
+    result = runner.invoke(app, [*args, *data])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith(expected)
