@@ -238,3 +238,39 @@ def test_catalog_written_in_the_newest_format_is_rewritten_when_tracecore_opens_
     ), refused.stderr
     open_catalog(out).close()
     assert plain_duckdb(oldest_python, catalog, count, tmp_path)["results"] == [[[SAMPLE_PACKETS]]]
+
+
+# tracecore itself running on the oldest DuckDB: the venv's own site-packages (that DuckDB) come first,
+# this venv's packages (tracecore, pyarrow, numba, …) after them.
+TRACECORE_ON_OLDEST = """\
+import site, sys
+site.addsitedir(sys.argv[1])
+from pathlib import Path
+import duckdb
+from tracecore.ingest import ingest, open_catalog
+from tracecore.query import run_view
+from tracecore.sample import sample_root
+summary = ingest([sample_root()], Path(sys.argv[2]), jobs=1)
+con = open_catalog(sys.argv[2])
+flows = run_view(con, "flow_counts").to_pylist()
+print(duckdb.__version__, summary.failed, con.execute("SELECT count(*) FROM packets").fetchone()[0])
+print([[row["run"], row["definition"], row["flows"]] for row in flows][:3])
+"""
+
+
+def test_tracecore_ingests_and_queries_with_the_oldest_duckdb(oldest_python: Path, tmp_path: Path) -> None:
+    """pyproject's floor is a DuckDB tracecore runs on: ingest, the locked-down catalog, a view."""
+    import sysconfig
+
+    env = {**os.environ, "TRACECORE_CACHE_DIR": str(tmp_path / "cache")}
+    packages = sysconfig.get_paths()["purelib"]
+    res = subprocess.run(
+        [str(oldest_python), "-c", TRACECORE_ON_OLDEST, packages, str(tmp_path / "d")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == [f"{duckdb_floor()} False {SAMPLE_PACKETS}", str(SAMPLE_FLOWS)]
