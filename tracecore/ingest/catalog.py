@@ -5,10 +5,16 @@ renames it over the old one. That rename is the commit point of the whole datase
 readers see the old state (whose Parquet files are not deleted until after it); after it, the new.
 A SIGKILL anywhere leaves one or the other, never a mix.
 
-Why absolute paths: DuckDB resolves paths in a view against the process's cwd, and table functions
-cannot compute their path from the database's own location. So views name absolute paths, which makes
-plain `duckdb OUT/tracecore.duckdb` work from any directory; `_meta.root` records the root they were
-made for, and `open_catalog` rebuilds the views when the dataset has moved (or `queries/` changed).
+Why each part file is named twice: DuckDB resolves a relative path against the process's cwd and then
+the `file_search_path` setting, never against the database file, and a table function cannot compute
+its path from the database's location. So `packets_all` names the absolute paths while
+`file_search_path` is empty (plain `duckdb OUT/tracecore.duckdb` works from any directory) and the
+paths relative to OUT once it is set (`SET file_search_path = 'OUT'` opens a moved or copied folder
+in plain DuckDB). `_meta.root` records the root the absolute paths were made for, and `open_catalog`
+rebuilds the views when the dataset has moved (or `queries/` changed).
+
+Why a storage version: DuckDB writes files that only its own and later releases read, so the catalog
+is written in the format of `STORAGE_VERSION`, which every DuckDB that pyproject allows reads.
 """
 
 from __future__ import annotations
@@ -33,6 +39,11 @@ from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSI
 from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir, fsync_quietly
 from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, SCHEMA_VERSION, check_schema_version
 from tracecore.version import __version__
+
+# The file format of DuckDB 1.5, which every release from pyproject's floor (duckdb>=1.5.4, the oldest
+# that runs every view: tests/test_dataset_portable.py) to today's 2.x reads.
+STORAGE_VERSION = "v1.5.0"
+_LAYOUT = f"storage {STORAGE_VERSION}; part paths absolute, or relative under file_search_path"
 
 _DUCK_TYPES = {
     pa.int64(): "BIGINT",
@@ -111,7 +122,7 @@ def _check_part_paths(paths: list[str], path: Path) -> None:
 
 def views_fingerprint() -> str:
     """Changes whenever a view file in queries/ or the catalog format changes."""
-    h = hashlib.sha256(FORMAT_VERSION.encode())
+    h = hashlib.sha256(FORMAT_VERSION.encode() + b"\0" + _LAYOUT.encode())
     for name in views.view_names():
         h.update(name.encode() + b"\0" + views.view_sql(name).encode() + b"\0")
     return h.hexdigest()[:16]
@@ -131,7 +142,8 @@ def packets_all_sql(root: Path, files: list[str], runs: list[str] | None = None)
             f"SELECT NULL::VARCHAR AS run, NULL::VARCHAR AS worker, {cols}, NULL::TIMESTAMP_NS AS ts"
             " WHERE false"
         )
-    paths = ", ".join(_lit(str(root / f)) for f in files)
+    absolute = ", ".join(_lit(str(root / f)) for f in files)
+    relative = ", ".join(_lit(f) for f in files)
     from tracecore.ingest.layout import shortened_keys
 
     long_names = sorted(shortened_keys(sorted(set(runs or ()))).items())
@@ -142,9 +154,9 @@ def packets_all_sql(root: Path, files: list[str], runs: list[str] | None = None)
     widened = ", ".join(f"{c}::BIGINT AS {c}" for c in BYTE_COLUMNS)  # schema version 1 stored uint32
     return (
         f"SELECT {run} AS run, worker, * EXCLUDE (run, worker) REPLACE ({widened}),"
-        " make_timestamp_ns(ts_ns) AS ts FROM read_parquet(["
-        + paths
-        + "], hive_partitioning = true, hive_types = {'run': VARCHAR, 'worker': VARCHAR})"
+        " make_timestamp_ns(ts_ns) AS ts FROM read_parquet("
+        f"CASE WHEN current_setting('file_search_path') = '' THEN [{absolute}] ELSE [{relative}] END,"
+        " hive_partitioning = true, hive_types = {'run': VARCHAR, 'worker': VARCHAR})"
     )
 
 
@@ -251,17 +263,17 @@ class CatalogDraft:
         if template is not None and template.is_file():
             try:
                 shutil.copyfile(template, self.tmp)
-                self.con = duckdb.connect(str(self.tmp))
+                self.con = open_for_writing(self.tmp)
                 self.from_template = True
                 return self
             except (OSError, duckdb.Error):  # unreadable or damaged: rebuilt below, then replaced
                 self.abandon()
-        self.con = duckdb.connect(str(self.tmp))
+        self.con = open_for_writing(self.tmp)
         self.problems = install_views(self.con)
         if template is not None and not self.problems:
             self.con.close()  # a closed file is complete: copy it, then go on writing the draft
             _save_template(self.tmp, template)
-            self.con = duckdb.connect(str(self.tmp))
+            self.con = open_for_writing(self.tmp)
         return self
 
     def commit(self, state: State) -> list[str]:
@@ -292,6 +304,20 @@ class CatalogDraft:
             path.unlink(missing_ok=True)
 
 
+def open_for_writing(path: Path) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory DuckDB with the catalog file `path` attached read-write and selected, written
+    in `STORAGE_VERSION`'s format: why: a file DuckDB writes in its own newest format does not open
+    in the older releases users have (a file that exists keeps the format it was created with)."""
+    con = duckdb.connect()
+    try:
+        con.execute(f"ATTACH {_lit(str(path))} AS draft (STORAGE_VERSION {_lit(STORAGE_VERSION)})")
+        con.execute("USE draft")
+    except duckdb.Error:
+        con.close()
+        raise
+    return con
+
+
 def template_path() -> Path | None:
     """Where the draft template for this version of queries/, the catalog format and DuckDB lives:
     `$TRACECORE_CACHE_DIR` (an empty value turns the cache off), else `$XDG_CACHE_HOME/tracecore`
@@ -303,7 +329,9 @@ def template_path() -> Path | None:
     if not folder:
         return None
     key = hashlib.sha256(
-        "\0".join([views_fingerprint(), duckdb.__version__, packets_all_sql(Path("/"), [])]).encode()
+        "\0".join(
+            [views_fingerprint(), duckdb.__version__, STORAGE_VERSION, packets_all_sql(Path("/"), [])]
+        ).encode()
         + b"".join(str(schema).encode() for schema in BASE_SCHEMAS.values())
     ).hexdigest()[:16]
     return Path(folder) / f"catalog-template-{key}.duckdb"

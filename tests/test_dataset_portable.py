@@ -1,0 +1,276 @@
+"""Plain DuckDB opens a tracecore dataset: the oldest release pyproject allows (a real one, installed
+from PyPI into a venv of its own) as well as today's, from any directory, and after the dataset folder
+was moved or copied elsewhere."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tracecore.ingest import ingest, open_catalog
+from tracecore.sample import SAMPLE_RUN, sample_root
+
+REPO = Path(__file__).resolve().parent.parent
+
+# What a user types: open the catalog read-only, maybe say where the dataset folder is, run SQL.
+PLAIN_DUCKDB = """\
+import json, sys
+import duckdb
+catalog, search_path, *queries = sys.argv[1:]
+try:
+    con = duckdb.connect(catalog, read_only=True)
+except duckdb.Error as err:
+    sys.exit("cannot open: " + str(err).splitlines()[0])
+if search_path:
+    con.execute("SET file_search_path = $path", {"path": search_path})
+results = []
+for sql in queries:
+    try:
+        results.append([list(row) for row in con.execute(sql).fetchall()])
+    except duckdb.Error as err:
+        results.append("error: " + str(err).splitlines()[0])
+print(json.dumps({"version": duckdb.__version__, "results": results}, default=str))
+"""
+
+# The sample run alone (tracecore/sample): exact values of the ingested capture.
+SAMPLE_PACKETS = 17027
+SAMPLE_FLOWS = [[SAMPLE_RUN, "4tuple", 22], [SAMPLE_RUN, "5tuple", 22], [SAMPLE_RUN, "connection", 11]]
+
+
+def duckdb_floor() -> str:
+    """The oldest DuckDB pyproject.toml allows: the one these tests install."""
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    (floor,) = [
+        m.group(1) for d in deps if (m := re.fullmatch(r"duckdb>=([0-9.]+)", d.split("#")[0].strip()))
+    ]
+    return floor
+
+
+@pytest.fixture(scope="session")
+def oldest_python():
+    """A venv with only the oldest supported DuckDB (from PyPI), made once per test session."""
+    folder = Path(tempfile.mkdtemp(prefix="tracecore-oldest-duckdb-"))
+    try:
+        venv = subprocess.run(
+            [sys.executable, "-m", "venv", str(folder)], capture_output=True, text=True, timeout=300
+        )
+        python = folder / "bin" / "python"
+        if venv.returncode:
+            pytest.fail(f"cannot make a venv for the oldest DuckDB: {venv.stderr.strip()}")
+        pip = subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                f"duckdb=={duckdb_floor()}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if pip.returncode:
+            pytest.fail(f"cannot install duckdb=={duckdb_floor()} from PyPI: {pip.stderr.strip()[-2000:]}")
+        yield python
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def plain_duckdb(python: Path, catalog: Path, queries: list[str], cwd: Path, search_path: str = "") -> dict:
+    """Run `queries` in a separate process of `python` with nothing but DuckDB imported."""
+    res = subprocess.run(
+        [str(python), "-c", PLAIN_DUCKDB, str(catalog), search_path, *queries],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
+    sample_dataset: Path, oldest_python: Path, tmp_path: Path
+) -> None:
+    """Every view of queries/ gives the oldest DuckDB the same rows as today's, from another cwd."""
+    from tracecore.views import view_names
+
+    names = sorted({*view_names(), "packets", "packets_all"})
+    queries = [
+        "SELECT count(*) FROM packets",
+        "SELECT run, definition, flows FROM flow_counts ORDER BY run, definition",
+        "SELECT run, sum(bytes) FROM bytes_sent GROUP BY run ORDER BY run",
+        f"SELECT count(*), sum(bytes) FROM link_util(bin_ns := 100000000, runs := ['{SAMPLE_RUN}'])",
+        *[f'SELECT count(*) FROM "{name}"' for name in names],
+    ]
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    catalog = sample_dataset / "tracecore.duckdb"
+    oldest = plain_duckdb(oldest_python, catalog, queries, cwd)
+    today = plain_duckdb(Path(sys.executable), catalog, queries, cwd)
+    assert oldest["version"] == duckdb_floor() == "1.5.4"  # the last 1.x line
+    assert today["version"] == duckdb.__version__
+    assert int(duckdb.__version__.split(".")[0]) >= 2
+    packets, flows, sent, util, *counts = oldest["results"]
+    assert packets == [[19957]]
+    other = "torch_ddp-resnet8w8-sgd-8-gloo-normal-ring"
+    assert flows == [
+        *SAMPLE_FLOWS,
+        [SAMPLE_RUN, "hostpair", 6],
+        [other, "4tuple", 18],
+        [other, "5tuple", 18],
+        [other, "connection", 9],
+        [other, "hostpair", 6],
+    ]
+    assert sent == [[SAMPLE_RUN, 16110600], [other, 2413902]]
+    assert util == [[804, 16110600]]
+    assert today["results"][:4] == oldest["results"][:4]
+    assert dict(zip(names, counts, strict=True)) == dict(zip(names, today["results"][4:], strict=True))
+    assert all(isinstance(count, list) and count[0][0] > 0 for count in counts), counts
+
+
+def _ingest_sample(out: Path) -> Path:
+    summary = ingest([sample_root()], out, jobs=1)
+    assert not summary.failed, summary.failed
+    return out / "tracecore.duckdb"
+
+
+def test_catalog_drafted_from_the_cached_template_opens_in_the_oldest_duckdb(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, oldest_python: Path
+) -> None:
+    """The first ingest caches the draft template, the second starts from a copy of it: both files,
+    and the catalog made from the copy, are in a format the oldest DuckDB reads."""
+    from tracecore.ingest.catalog import template_path
+
+    monkeypatch.setenv("TRACECORE_CACHE_DIR", str(tmp_path / "cache"))
+    template = template_path()
+    assert template is not None
+    assert not template.exists()
+    _ingest_sample(tmp_path / "first")
+    assert template.is_file()
+    made = template.stat().st_mtime_ns
+    catalog = _ingest_sample(tmp_path / "second")
+    assert template.stat().st_mtime_ns == made  # copied, not rebuilt
+    views = "SELECT count(*) FROM duckdb_views() WHERE NOT internal"
+    from_template = plain_duckdb(oldest_python, template, [views], tmp_path)
+    second = plain_duckdb(oldest_python, catalog, ["SELECT count(*) FROM packets", views], tmp_path)
+    assert from_template["results"] == [[[second["results"][1][0][0]]]]
+    assert second["results"][0] == [[SAMPLE_PACKETS]]
+
+
+@pytest.fixture(scope="module")
+def moved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dataset copied to another folder, the original deleted."""
+    base = tmp_path_factory.mktemp("portable")
+    _ingest_sample(base / "original" / "data")
+    shutil.copytree(base / "original" / "data", base / "elsewhere" / "data")
+    shutil.rmtree(base / "original")
+    return base / "elsewhere" / "data"
+
+
+@pytest.mark.parametrize("which", ["oldest", "today"])
+def test_moved_dataset_opens_in_plain_duckdb_with_file_search_path(
+    moved: Path, which: str, oldest_python: Path, tmp_path: Path
+) -> None:
+    """`SET file_search_path = 'DIR'` (absolute, or relative to the cwd) is all a moved dataset needs;
+    without it the views still name the deleted original's files."""
+    python = oldest_python if which == "oldest" else Path(sys.executable)
+    catalog = moved / "tracecore.duckdb"
+    queries = [
+        "SELECT count(*) FROM packets",
+        "SELECT run, definition, flows FROM flow_counts ORDER BY definition LIMIT 3",
+    ]
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    expect = [[[SAMPLE_PACKETS]], SAMPLE_FLOWS]
+    relative = os.path.relpath(moved, cwd)
+    assert relative.startswith("../")
+    for folder, search_path in [(cwd, str(moved)), (cwd, relative), (moved, ".")]:
+        assert plain_duckdb(python, catalog, queries, folder, search_path)["results"] == expect, search_path
+    (missing, _) = plain_duckdb(python, catalog, queries, cwd)["results"]
+    assert missing.startswith('error: IO Error: No files found that match the pattern "/'), missing
+    assert "/original/data/packets/run=" in missing
+
+
+def test_catalog_written_in_the_newest_format_is_rewritten_when_tracecore_opens_it(
+    tmp_path: Path, oldest_python: Path
+) -> None:
+    """A dataset ingested before the catalog had a storage version (DuckDB's newest format, the views
+    fingerprint of that tracecore) is rewritten readable the first time tracecore opens it."""
+    from tracecore import views
+    from tracecore.ingest.dataset_tables import FORMAT_VERSION
+
+    out = tmp_path / "data"
+    catalog = _ingest_sample(out)
+    before = hashlib.sha256(FORMAT_VERSION.encode())  # the fingerprint that tracecore recorded
+    for name in views.view_names():
+        before.update(name.encode() + b"\0" + views.view_sql(name).encode() + b"\0")
+    newest = out / "newest.duckdb"
+    con = duckdb.connect()
+    con.execute("ATTACH $path AS old (READ_ONLY)", {"path": str(catalog)})
+    con.execute("ATTACH $path AS newest (STORAGE_VERSION 'v2.0.0')", {"path": str(newest)})
+    con.execute("COPY FROM DATABASE old TO newest")
+    con.execute(
+        "UPDATE newest._meta SET value = $fp WHERE key = 'views_fingerprint'", {"fp": before.hexdigest()[:16]}
+    )
+    con.close()
+    newest.replace(catalog)
+    count = ["SELECT count(*) FROM packets"]
+    refused = subprocess.run(
+        [str(oldest_python), "-c", PLAIN_DUCKDB, str(catalog), "", *count], capture_output=True, text=True
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(
+        "cannot open: IO Error: Trying to read a database file with version number"
+    ), refused.stderr
+    open_catalog(out).close()
+    assert plain_duckdb(oldest_python, catalog, count, tmp_path)["results"] == [[[SAMPLE_PACKETS]]]
+
+
+# tracecore itself running on the oldest DuckDB: the venv's own site-packages (that DuckDB) come first,
+# this venv's packages (tracecore, pyarrow, numba, …) after them.
+TRACECORE_ON_OLDEST = """\
+import site, sys
+site.addsitedir(sys.argv[1])
+from pathlib import Path
+import duckdb
+from tracecore.ingest import ingest, open_catalog
+from tracecore.query import run_view
+from tracecore.sample import sample_root
+summary = ingest([sample_root()], Path(sys.argv[2]), jobs=1)
+con = open_catalog(sys.argv[2])
+flows = run_view(con, "flow_counts").to_pylist()
+print(duckdb.__version__, summary.failed, con.execute("SELECT count(*) FROM packets").fetchone()[0])
+print([[row["run"], row["definition"], row["flows"]] for row in flows][:3])
+"""
+
+
+def test_tracecore_ingests_and_queries_with_the_oldest_duckdb(oldest_python: Path, tmp_path: Path) -> None:
+    """pyproject's floor is a DuckDB tracecore runs on: ingest, the locked-down catalog, a view."""
+    import sysconfig
+
+    env = {**os.environ, "TRACECORE_CACHE_DIR": str(tmp_path / "cache")}
+    packages = sysconfig.get_paths()["purelib"]
+    res = subprocess.run(
+        [str(oldest_python), "-c", TRACECORE_ON_OLDEST, packages, str(tmp_path / "d")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == [f"{duckdb_floor()} False {SAMPLE_PACKETS}", str(SAMPLE_FLOWS)]
