@@ -224,10 +224,13 @@ def _plan(run: RunSource, state: State, force: bool, summary: IngestSummary, out
         seen.add(cap.file)
         prev = old.get(cap.file)
         try:
+            if cap.unreadable is not None:
+                raise OSError(cap.unreadable)
             fid = file_id(cap.path)
         except OSError as err:
+            why = err.strerror or str(err)
             summary.captures.append(
-                CaptureOutcome(run.name, cap.file, "failed", message=f"{cap.path}: {err.strerror}")
+                CaptureOutcome(run.name, cap.file, "failed", message=f"{cap.path}: {why}")
             )
             if prev is not None:
                 plan.kept.append(prev)  # the data read before stays until the file is readable again
