@@ -213,6 +213,7 @@ def fill_catalog(
         "views_fingerprint": views_fingerprint(),
         "next_part": str(state.next_part),
         "extra_tables": json.dumps(sorted(set(state.tables) - set(BASE_SCHEMAS))),
+        "retired": json.dumps(sorted(state.retired)),
     }
     if state_files is not None:
         meta["state"] = state_files
@@ -435,7 +436,11 @@ def load_state(out: Path) -> State:
         for name, schema in BASE_SCHEMAS.items():
             tables[name] = _conform(tables[name], schema)
         _check_part_paths(tables["_files"]["path"].to_pylist(), path)
-        return State(tables=tables, next_part=int(meta.get("next_part", "0")), schema_version=version)
+        retired = json.loads(meta.get("retired", "[]"))
+        _check_part_paths(retired if isinstance(retired, list) else [retired], path)
+        return State(
+            tables=tables, next_part=int(meta.get("next_part", "0")), schema_version=version, retired=retired
+        )
     except (duckdb.Error, pa.ArrowException, KeyError, ValueError) as err:
         raise DatasetError(
             f"{path}: the catalog is unreadable ({str(err).splitlines()[0]}); "

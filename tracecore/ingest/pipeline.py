@@ -87,7 +87,7 @@ def ingest(
         state = _load_state(out, force)
         stage = out / layout.STAGING / uuid.uuid4().hex[:12]
         try:
-            layout.recover(out, set(state.tables["_files"]["path"].to_pylist()))
+            layout.recover(out, set(state.tables["_files"]["path"].to_pylist()) | set(state.retired))
             if state.schema_version < SCHEMA_VERSION:
                 upgrade_parts(out, state)
             stage.mkdir(parents=True)
@@ -451,6 +451,11 @@ def _commit(
     for name in set(extra) | (set(state.tables) - set(new_tables)):
         # other parsers' tables: a touched run's rows are replaced (or dropped when its log is gone)
         state.replace_runs(name, touched, _concat(extra[name]) if name in extra else [])
+    # Files this commit stops naming stay one commit longer, for readers still planning on the old
+    # catalog; those the previous commit retired are deleted once this one is in place.
+    live = set(state.tables["_files"]["path"].to_pylist())
+    expired = set(state.retired) - live
+    state.retired = sorted(old_paths - live)
     try:
         for src, rel, link in moves:
             layout.place(out, src, rel, link)
@@ -461,7 +466,7 @@ def _commit(
         export_tables(out, state)
     except (OSError, duckdb.Error) as err:  # disk full, permissions: the old state stays committed
         raise DatasetError(f"{out}: cannot write the dataset: {str(err).splitlines()[0]}") from err
-    layout.delete(out, old_paths - set(state.tables["_files"]["path"].to_pylist()))
+    layout.delete(out, expired)
 
 
 def _parse_logs(
