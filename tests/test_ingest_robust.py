@@ -338,6 +338,8 @@ def test_ctrl_c_stops_promptly_and_keeps_the_old_state(
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
-    assert err.strip().splitlines()[-1] == "Interrupted; nothing half-written was kept."
+    assert err.strip().splitlines()[-1] == (
+        f"Interrupted before the commit: the dataset at {out.resolve()} is unchanged (its previous state)."
+    )
     assert not (out / ".staging").exists()
     assert _consistent(out) == expect

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from tracecore import __version__, views
 from tracecore.errors import DatasetError, UsageError
-from tracecore.ingest import lock, testpause
+from tracecore.ingest import interrupt, lock, testpause
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir
 from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, SCHEMA_VERSION, check_schema_version
@@ -244,6 +244,7 @@ class CatalogDraft:
         self.con: duckdb.DuckDBPyConnection | None = None
         self.problems: list[str] = []
         self.from_template = False
+        self.committed = False
 
     def prepare(self) -> CatalogDraft:
         """The views installed: copied from the template when there is one, else bound here."""
@@ -276,7 +277,9 @@ class CatalogDraft:
             self.con = None
         _fsync(self.tmp)
         testpause.pause("draft")
-        os.replace(self.tmp, self.final)
+        with interrupt.deferred():  # `committed` is true exactly when the rename happened
+            os.replace(self.tmp, self.final)
+            self.committed = True
         self.tmp.with_name(self.tmp.name + ".wal").unlink(missing_ok=True)
         _fsync(self.root)
         _sweep_state(self.root, keep=generation)

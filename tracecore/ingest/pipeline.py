@@ -20,8 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracecore.errors import DatasetError, DatasetVersionError, IngestCancelledError, TracecoreError
-from tracecore.ingest import executor, layout, testpause
+from tracecore.errors import (
+    DatasetError,
+    DatasetVersionError,
+    IngestCancelledError,
+    Interrupted,
+    TracecoreError,
+)
+from tracecore.ingest import executor, interrupt, layout, testpause
 from tracecore.ingest.control import IngestControl
 from tracecore.ingest.discover import CaptureFile, RunSource, discover
 from tracecore.ingest.fileid import file_id
@@ -83,7 +89,8 @@ def ingest(
     control = control or IngestControl()
     found = discover([Path(p) for p in paths])
     summary = IngestSummary(out, problems=list(found.problems), warnings=list(found.warnings))
-    with _warm_up(found.runs), dataset_lock(out, wait_s):
+    with _warm_up(found.runs), dataset_lock(out, wait_s), interrupt.watch() as sigint:
+        had_dataset = (out / layout.CATALOG_NAME).is_file()
         state = _load_state(out, force)
         stage = out / layout.STAGING / uuid.uuid4().hex[:12]
         try:
@@ -101,6 +108,12 @@ def ingest(
             if control.cancelled:
                 raise IngestCancelledError(f"{out}: ingest cancelled; the dataset is unchanged")
             _commit(out, state, plans, results, summary, draft)
+        except BaseException as err:
+            if sigint.seen:  # whatever the interrupt surfaced as (DuckDB and Arrow have their own)
+                raise Interrupted(
+                    _interrupted(out, draft is not None and draft.committed, had_dataset)
+                ) from err
+            raise
         finally:
             if draft is not None:
                 draft.abandon()  # a no-op once committed
@@ -108,6 +121,15 @@ def ingest(
     summary.runs = [p.source.name for p in plans]
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _interrupted(out: Path, committed: bool, had_dataset: bool) -> str:
+    """The one line a Ctrl-C leaves: which state the dataset is in."""
+    if committed:
+        return f"Interrupted after the commit: the dataset at {out} holds the new state (this ingest's)."
+    if not had_dataset:
+        return f"Interrupted before the commit: nothing was committed; {out} holds no dataset yet."
+    return f"Interrupted before the commit: the dataset at {out} is unchanged (its previous state)."
 
 
 @contextlib.contextmanager
@@ -199,6 +221,11 @@ class _DraftOnThread:
 
             self.draft = CatalogDraft(self.out).prepare()
         return self.draft
+
+    @property
+    def committed(self) -> bool:
+        """Whether the catalog rename, the commit point, has happened."""
+        return self.draft is not None and self.draft.committed
 
     def abandon(self) -> None:
         self.thread.join()
@@ -462,8 +489,11 @@ def _commit(
         layout.fsync_dirs(out, [rel for _, rel, _ in moves])
         testpause.pause("placed")
         summary.warnings += draft.get().commit(state)
-        testpause.pause("committed")
-        export_tables(out, state)
+        try:
+            testpause.pause("committed")
+        finally:  # even on Ctrl-C: tables/ always follows the catalog just committed
+            with interrupt.deferred():
+                export_tables(out, state)
     except (OSError, duckdb.Error) as err:  # disk full, permissions: the old state stays committed
         raise DatasetError(f"{out}: cannot write the dataset: {str(err).splitlines()[0]}") from err
     layout.delete(out, expired)
