@@ -35,16 +35,8 @@ def _state(out: Path) -> dict[str, int]:
     return rows
 
 
-@pytest.mark.parametrize("phase", testpause.PHASES)
-def test_ctrl_c_in_each_phase_says_which_state_the_dataset_is_in(tmp_path: Path, phase: str) -> None:
-    run = copy_run(tmp_path / "src")
-    out = (tmp_path / "data").resolve()
-    assert not ingest([run], out, jobs=1).failed
-    assert not ingest([run], out, jobs=1, force=True).failed  # retires files the next commit deletes
-    assert _state(out) == OLD
-    header, recs = records(run / "worker-2-tcpdump.pcap")
-    write_pcap(run / "worker-2-tcpdump.pcap", header, recs[:3000])
-    marker = tmp_path / "paused"
+def _ctrl_c_at(phase: str, run: Path, out: Path, marker: Path) -> tuple[int, list[str]]:
+    """`tracecore ingest` paused at `phase` (testpause hook) gets SIGINT there: (exit, stderr lines)."""
     env = {**os.environ, "TRACECORE_TEST_PAUSE_AT": phase, "TRACECORE_TEST_PAUSE_MARKER": str(marker)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracecore", "ingest", str(run), "--out", str(out), "-j", "1", "-q"],
@@ -64,12 +56,25 @@ def test_ctrl_c_in_each_phase_says_which_state_the_dataset_is_in(tmp_path: Path,
     finally:
         proc.kill()  # a no-op once it exited; stops a test that failed above
         proc.communicate()
+    return proc.returncode, stderr.strip().splitlines()
+
+
+@pytest.mark.parametrize("phase", testpause.PHASES)
+def test_ctrl_c_in_each_phase_says_which_state_the_dataset_is_in(tmp_path: Path, phase: str) -> None:
+    run = copy_run(tmp_path / "src")
+    out = (tmp_path / "data").resolve()
+    assert not ingest([run], out, jobs=1).failed
+    assert not ingest([run], out, jobs=1, force=True).failed  # retires files the next commit deletes
+    assert _state(out) == OLD
+    header, recs = records(run / "worker-2-tcpdump.pcap")
+    write_pcap(run / "worker-2-tcpdump.pcap", header, recs[:3000])
+    got = _ctrl_c_at(phase, run, out, tmp_path / "paused")
     committed = phase in ("committed", "deleting")
     if committed:
         line = f"Interrupted after the commit: the dataset at {out} holds the new state (this ingest's)."
     else:
         line = f"Interrupted before the commit: the dataset at {out} is unchanged (its previous state)."
-    assert (proc.returncode, stderr.strip().splitlines()) == (130, [line])
+    assert got == (130, [line])
     assert _state(out) == (NEW if committed else OLD)
     assert not ingest([run], out, jobs=1).failed
     assert _state(out) == NEW
@@ -78,24 +83,7 @@ def test_ctrl_c_in_each_phase_says_which_state_the_dataset_is_in(tmp_path: Path,
 def test_ctrl_c_before_the_first_commit_says_there_is_no_dataset(tmp_path: Path) -> None:
     run = copy_run(tmp_path / "src")
     out = (tmp_path / "data").resolve()
-    marker = tmp_path / "paused"
-    env = {**os.environ, "TRACECORE_TEST_PAUSE_AT": "draft", "TRACECORE_TEST_PAUSE_MARKER": str(marker)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tracecore", "ingest", str(run), "--out", str(out), "-j", "1", "-q"],
-        cwd=REPO,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-        proc.communicate()
+    got = _ctrl_c_at("draft", run, out, tmp_path / "paused")
     line = f"Interrupted before the commit: nothing was committed; {out} holds no dataset yet."
-    assert (proc.returncode, stderr.strip().splitlines()) == (130, [line])
+    assert got == (130, [line])
     assert not (out / "tracecore.duckdb").exists()
