@@ -30,8 +30,8 @@ def boundary(func: F) -> F:
         except TracecoreError as err:
             typer.echo(f"Error: {err}", err=True)
             raise typer.Exit(err.exit_code) from None
-        except KeyboardInterrupt:
-            typer.echo("Interrupted; nothing half-written was kept.", err=True)
+        except KeyboardInterrupt as err:  # an Interrupted says what state it left
+            typer.echo(str(err) or "Interrupted; nothing half-written was kept.", err=True)
             raise typer.Exit(ExitCode.INTERRUPTED) from None
         except BrokenPipeError:
             # `tracecore read x.pcap | head`: the reader went away, which is not an error.

@@ -110,13 +110,21 @@ def _walk_pcap(path: object, data: bytes, out: list[Record], warnings: list[str]
         pos += 16 + cap
 
 
+def _cut_before_any_interface(path: object, pos: int, any_iface: bool) -> None:
+    """A pcapng cut before any packet could be declared is an error, not a truncated tail."""
+    if not any_iface:
+        raise CaptureError(path, "cut short inside its first header blocks", pos, 0)
+
+
 def _walk_pcapng(path: object, data: bytes, out: list[Record], warnings: list[str]) -> None:
     pos = 0
     order = "<"
     ifaces: list[fm.Interface] = []
+    any_iface = False
     last_ts = 0
     while pos < len(data):
         if pos + 12 > len(data):
+            _cut_before_any_interface(path, pos, any_iface)
             warnings.append(f"{path}: truncated block header at byte offset {pos}")
             return
         (btype,) = struct.unpack_from(order + "I", data, pos)
@@ -130,6 +138,7 @@ def _walk_pcapng(path: object, data: bytes, out: list[Record], warnings: list[st
         if blen < 12 or blen % 4 or blen > fm.MAX_BLOCK:
             raise CaptureError(path, f"corrupt block length {blen}", pos, len(out))
         if pos + blen > len(data):
+            _cut_before_any_interface(path, pos, any_iface)
             warnings.append(f"{path}: truncated block at byte offset {pos}")
             return
         (trail,) = struct.unpack_from(order + "I", data, pos + blen - 4)
@@ -142,6 +151,7 @@ def _walk_pcapng(path: object, data: bytes, out: list[Record], warnings: list[st
                 ifaces = []
             elif btype == 1:
                 ifaces.append(fm.parse_idb(body, order))
+                any_iface = True
             elif btype in (6, 2):
                 if btype == 6:
                     ifid, hi, lo, cap, orig = struct.unpack_from(order + "IIIII", body)

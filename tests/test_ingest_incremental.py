@@ -6,7 +6,7 @@ import gzip
 import os
 from pathlib import Path
 
-from tests.test_ingest_support import copy_run, records, write_pcap
+from tests.test_ingest_support import copy_run, records, retired_parts, write_pcap
 from tracecore.ingest import ingest, open_catalog
 from tracecore.reader import read_capture
 from tracecore.sample import SAMPLE_RUN, both_directions_run
@@ -52,8 +52,11 @@ def test_rerun_skips_unchanged_and_force_reingests(tmp_path: Path) -> None:
     forced = ingest([run], out, jobs=1, force=True)
     assert [c.status for c in forced.captures] == ["ingested"] * 4
     assert _counts(out) == before
-    assert not set(_parts(out)) & set(parts)  # replaced by new files, old ones deleted
-    assert len(_parts(out)) == len(parts)  # a dense and a sparse part per capture
+    assert not _live(out) & set(parts)  # replaced by new files
+    assert len(_live(out)) == len(parts)  # a dense and a sparse part per capture
+    assert retired_parts(out) == set(parts)  # the old ones kept for readers until the next commit
+    assert set(_parts(out)) == _live(out) | set(parts)
+    ingest([run], out, jobs=1)
     assert set(_parts(out)) == _live(out)
 
 
@@ -75,8 +78,9 @@ def test_changed_capture_replaces_its_partition_only(tmp_path: Path) -> None:
     after = _counts(out)
     assert after == {**before, "W2": 1000}
     new_parts = _parts(out)
-    assert set(new_parts) == _live(out)  # no leftovers
-    changed = [p for p in new_parts if "worker=W2" in p]
+    assert set(new_parts) == _live(out) | retired_parts(out)  # no leftovers
+    assert {p.split("/")[2] for p in retired_parts(out)} == {"worker=W2"}
+    changed = [p for p in _live(out) if "worker=W2" in p]
     assert changed
     assert changed[0] not in parts
     assert all(parts[p] == new_parts[p] for p in new_parts if "worker=W2" not in p)
@@ -118,7 +122,7 @@ def test_deleted_capture_is_removed_and_rotated_parts_join_their_worker(tmp_path
     )
     con.close()
     # W1, W2, and W3's parts from two files (relabelled from W4): no leftovers
-    assert set(_parts(out)) == _live(out)
+    assert set(_parts(out)) == _live(out) | retired_parts(out)
     assert {p.split("/")[2] for p in _live(out)} == {"worker=W1", "worker=W2", "worker=W3"}
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_ingest_support import copy_run, records, repeat_pcap, write_pcap
+from tests.test_ingest_support import copy_run, records, repeat_pcap, retired_parts, write_pcap
 from tracecore.errors import DatasetError, NoInputError
 from tracecore.ingest import ingest, open_catalog, testpause
 from tracecore.ingest.lock import dataset_lock
@@ -123,7 +123,7 @@ def kill_states(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     return states
 
 
-# (phase, update?): a fresh ingest has no old files to delete, so it never reaches `deleting`.
+# (phase, update?): a fresh ingest has no retired files to delete, so it never reaches `deleting`.
 KILLS = [(p, False) for p in testpause.PHASES if p != "deleting"] + [(p, True) for p in testpause.PHASES]
 
 
@@ -138,12 +138,16 @@ def test_sigkill_in_each_phase_leaves_old_or_new_and_rerun_completes(
     run = tmp_path / "in" / kill_states["run"].name
     shutil.copytree(kill_states["run"], run)
     out = tmp_path / "out"
-    if update:  # the committed old state: the capture as it was, ingested
+    if update:  # the committed old state: the capture as it was, ingested twice (the second
+        # commit retires the first one's files, which the next commit deletes)
         changed = (run / "worker-2-tcpdump.pcap").read_bytes()
         (run / "worker-2-tcpdump.pcap").write_bytes(kill_states["old_pcap"])
         assert not ingest([run], out, jobs=1).failed
+        assert not ingest([run], out, jobs=1, force=True).failed
         (run / "worker-2-tcpdump.pcap").write_bytes(changed)
         old_files = _named(out)
+        assert retired_parts(out) == _on_disk(out) - old_files != set()
+    before_disk = _on_disk(out) if update else set()
     before = _snapshot(out)
     assert before == (kill_states["old"] if update else None)
     marker = tmp_path / "paused"
@@ -160,7 +164,7 @@ def test_sigkill_in_each_phase_leaves_old_or_new_and_rerun_completes(
         proc.kill()  # a no-op once killed; stops a test that failed above
         proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL  # killed while paused in the phase, not exited
-    stray = _on_disk(out) - (old_files if update else set())  # part files only the new state names
+    stray = _on_disk(out) - before_disk  # part files only the new state names
     if phase == "reading":
         assert any((out / ".staging").glob("*/*.parquet"))
         assert not stray
@@ -170,15 +174,19 @@ def test_sigkill_in_each_phase_leaves_old_or_new_and_rerun_completes(
     committed = phase in ("committed", "deleting")
     assert _snapshot(out) == (kill_states["new"] if committed else before)
     if committed and update:
-        left = old_files - _named(out)  # files only the old catalog used: deleted after the commit
+        left = old_files - _named(out)  # files only the old catalog used: kept one commit longer
         assert len(left) == 2
-        assert len(left & _on_disk(out)) == (2 if phase == "committed" else 1)
+        assert left <= _on_disk(out)
+        assert retired_parts(out) == left
+        expired = before_disk - old_files  # retired by the old commit: deleted after this one
+        assert len(expired & _on_disk(out)) == len(expired) - (phase == "deleting")
     rerun = ingest([run], out, jobs=1)
     assert not rerun.failed
     assert _snapshot(out) == kill_states["new"]
     assert not (out / ".staging").exists()
     assert not list(out.glob(".tracecore.duckdb.tmp-*"))
-    assert _on_disk(out) == _named(out)
+    assert _on_disk(out) == _named(out) | retired_parts(out)
+    assert not _named(out) & retired_parts(out)
     con = open_catalog(out)
     try:
         stored = con.sql("SELECT * FROM captures ORDER BY run, file").to_arrow_table()
@@ -333,6 +341,8 @@ def test_ctrl_c_stops_promptly_and_keeps_the_old_state(
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
-    assert err.strip().splitlines()[-1] == "Interrupted; nothing half-written was kept."
+    assert err.strip().splitlines()[-1] == (
+        f"Interrupted before the commit: the dataset at {out.resolve()} is unchanged (its previous state)."
+    )
     assert not (out / ".staging").exists()
     assert _consistent(out) == expect

@@ -67,3 +67,16 @@ def tshark(path: Path, display_filter: str | None = None) -> tuple[int, int]:
         argv += ["-Y", display_filter]
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
     return len(out), sum(int(x) for x in out)
+
+
+def retired_parts(out: Path) -> set[str]:
+    """Part files the last commit stopped naming, kept for readers until the next commit."""
+    import json
+
+    from tracecore.ingest import open_catalog
+
+    con = open_catalog(out)
+    try:
+        return set(json.loads(con.execute("SELECT value FROM _meta WHERE key = 'retired'").fetchone()[0]))
+    finally:
+        con.close()

@@ -86,6 +86,14 @@ class IngestCancelledError(TracecoreError):
     exit_code = 130
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with the state it left behind as its message (e.g. which dataset an ingest left).
+
+    Why a KeyboardInterrupt and not a TracecoreError: code that catches Exception must not swallow
+    a Ctrl-C; the CLI boundary prints the message as its one line and exits 130.
+    """
+
+
 class ModelFitError(TracecoreError):
     """A model cannot be fitted from the data given (too few points or runs for its features)."""
 

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from tracecore import views
 from tracecore.errors import DatasetError, UsageError
-from tracecore.ingest import lock, testpause
+from tracecore.ingest import interrupt, lock, testpause
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
 from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir, fsync_quietly
 from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, SCHEMA_VERSION, check_schema_version
@@ -226,6 +226,7 @@ def fill_catalog(
         "views_fingerprint": views_fingerprint(),
         "next_part": str(state.next_part),
         "extra_tables": json.dumps(sorted(set(state.tables) - set(BASE_SCHEMAS))),
+        "retired": json.dumps(sorted(state.retired)),
     }
     if state_files is not None:
         meta["state"] = state_files
@@ -256,6 +257,7 @@ class CatalogDraft:
         self.con: duckdb.DuckDBPyConnection | None = None
         self.problems: list[str] = []
         self.from_template = False
+        self.committed = False
 
     def prepare(self) -> CatalogDraft:
         """The views installed: copied from the template when there is one, else bound here."""
@@ -288,7 +290,9 @@ class CatalogDraft:
             self.con = None
         fsync_quietly(self.tmp)
         testpause.pause("draft")
-        os.replace(self.tmp, self.final)
+        with interrupt.deferred():  # `committed` is true exactly when the rename happened
+            os.replace(self.tmp, self.final)
+            self.committed = True
         self.tmp.with_name(self.tmp.name + ".wal").unlink(missing_ok=True)
         fsync_quietly(self.root)
         _sweep_state(self.root, keep=generation)
@@ -464,7 +468,11 @@ def load_state(out: Path) -> State:
         for name, schema in BASE_SCHEMAS.items():
             tables[name] = _conform(tables[name], schema)
         _check_part_paths(tables["_files"]["path"].to_pylist(), path)
-        return State(tables=tables, next_part=int(meta.get("next_part", "0")), schema_version=version)
+        retired = json.loads(meta.get("retired", "[]"))
+        _check_part_paths(retired if isinstance(retired, list) else [retired], path)
+        return State(
+            tables=tables, next_part=int(meta.get("next_part", "0")), schema_version=version, retired=retired
+        )
     except (duckdb.Error, pa.ArrowException, KeyError, ValueError) as err:
         raise DatasetError(
             f"{path}: the catalog is unreadable ({str(err).splitlines()[0]}); "

@@ -111,6 +111,7 @@ class State:
     tables: dict[str, pa.Table] = field(default_factory=dict)
     next_part: int = 0
     schema_version: int = SCHEMA_VERSION  # what the part files were written as (tracecore.schema)
+    retired: list[str] = field(default_factory=list)  # part files kept one commit for readers (pipeline)
 
     def __post_init__(self) -> None:
         for name, schema in BASE_SCHEMAS.items():  # not empty_table(): it imports pandas (0.2 s)

@@ -8,7 +8,9 @@ Rotated and compressed parts of one capture share a worker key: the name without
 
 from __future__ import annotations
 
+import errno
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +29,7 @@ class CaptureFile:
     file: str  # name relative to the run folder (identity within the run)
     key: str  # worker key: rotated/compressed parts of one capture share it
     part: int  # rotation index (0 for the unrotated file)
+    unreadable: str | None = None  # why a file named like a capture cannot be read (reported, not read)
 
 
 @dataclass
@@ -92,24 +95,56 @@ def _is_capture(path: Path, kind: str) -> bool:
     return kind == "compressed" and bool(_CAPTURE_EXT.search(_COMPRESSION_EXT.sub("", path.name)))
 
 
+def _named_like_capture(name: str) -> bool:
+    return bool(_CAPTURE_EXT.search(_COMPRESSION_EXT.sub("", name)))
+
+
+def _not_readable(path: Path) -> str | None:
+    """Why an entry of a run folder is not a file tracecore can read, or None for a regular file.
+
+    Why asked before opening: a FIFO named like a capture would block `open` forever, and a broken
+    link or a capture replaced by something unreadable must be reported, not passed over.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError as err:
+        if not path.is_symlink():
+            return f"cannot open the file: {err.strerror}"
+        return "symbolic link loop" if err.errno == errno.ELOOP else "symbolic link to a missing file"
+    if stat.S_ISREG(mode):
+        try:
+            with open(path, "rb"):
+                return None
+        except OSError as err:
+            return f"cannot open the file: {err.strerror}"
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a capture file"
+    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    return f"not a regular file ({kind}); not read"
+
+
 def _scan_folder(folder: Path, problems: list[tuple[str, str]]) -> tuple[list[CaptureFile], list[Path]]:
     captures: list[CaptureFile] = []
     logs: list[Path] = []
     try:
-        entries = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+        entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except OSError as err:
         problems.append((str(folder), f"cannot list the folder: {err.strerror}"))
         return captures, logs
     for p in entries:
-        kind = sniff(p)
-        if kind == "unreadable":
-            if _CAPTURE_EXT.search(_COMPRESSION_EXT.sub("", p.name)):
-                problems.append((str(p), "cannot open the file (permission denied or I/O error)"))
+        why = _not_readable(p)
+        if why is not None:
+            if _named_like_capture(p.name):  # a capture: its rows ingested before are kept (pipeline)
+                key, part = worker_key(p.name)
+                captures.append(CaptureFile(p, p.name, key, part, unreadable=why))
+            elif p.is_symlink() and not p.exists():  # a broken link, whatever it was meant to be
+                problems.append((str(p), why))
             continue
+        kind = sniff(p)
         if _is_capture(p, kind):
             key, part = worker_key(p.name)
             captures.append(CaptureFile(p, p.name, key, part))
-        elif _CAPTURE_EXT.search(_COMPRESSION_EXT.sub("", p.name)):
+        elif _named_like_capture(p.name):
             what = "empty file (0 bytes)" if kind == "empty" else "unknown magic bytes"
             problems.append((str(p), f"named like a capture but not pcap/pcapng ({what})"))
         elif kind == "text" and p.name != RUN_TOML:
@@ -143,6 +178,8 @@ def discover(paths: list[Path]) -> Discovery:
     for path in paths:
         if not path.exists():
             found.problems.append((str(path), "no such file or directory"))
+        elif not path.is_file() and not path.is_dir():
+            found.problems.append((str(path), _not_readable(path) or "not a regular file or folder"))
         elif path.is_file():
             kind = sniff(path)
             if not _is_capture(path, kind) and kind != "compressed":
@@ -164,14 +201,22 @@ def discover(paths: list[Path]) -> Discovery:
                 found.runs.append(_make_run(path, path.resolve().name, captures, logs, True))
                 continue
             try:
-                subdirs = sorted(
-                    p for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
-                )
+                subdirs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
             except OSError as err:
                 found.problems.append((str(path), f"cannot list the folder: {err.strerror}"))
                 continue
             before = len(found.runs)
             for sub in subdirs:
+                if sub.name.startswith("_"):  # scratch by convention: never a run unless named
+                    if _scan_folder(sub, [])[0]:
+                        found.problems.append(
+                            (
+                                str(sub),
+                                "holds captures but its name starts with '_', which marks a "
+                                "folder that is not a run: not ingested (pass it by name to ingest it)",
+                            )
+                        )
+                    continue
                 captures, logs = _scan_folder(sub, found.problems)
                 if captures:
                     found.runs.append(_make_run(sub, sub.name, captures, logs, True))

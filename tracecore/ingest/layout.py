@@ -2,9 +2,11 @@
 
 Why this order is crash-safe: new part files are written under `OUT/.staging/` and renamed into
 `packets/` (same filesystem, atomic) before the catalog commit; a worker relabelled by the commit gets a
-hard link at its new path. Files the old catalog used are deleted only after the commit. So at any
-instant the committed catalog names only complete files. What a crash leaves behind (staging folders,
-temporary catalogs, part files no catalog names) is swept by `recover` at the start of the next ingest.
+hard link at its new path. Files the old catalog used are deleted only after the commit after this
+one (`State.retired`): a reader still planning on the old catalog finds them. So at any instant the
+committed catalog, and the one before it, name only complete files. What a crash leaves behind (staging
+folders, temporary catalogs, part files no catalog names) is swept by `recover` at the start of the
+next ingest.
 """
 
 from __future__ import annotations

@@ -57,8 +57,9 @@ def dataset_lock(out: Path, wait_s: float = 0.0, on_wait: object = None) -> Iter
                     on_wait(f"waiting for another ingest into {out}{_holder(fd)}")
                     told = True
                 time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        with contextlib.suppress(OSError):  # the pid is a hint for the waiting ones; a full disk
+            os.ftruncate(fd, 0)  # is reported by the first write that matters
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
         try:
             yield
         finally:

@@ -24,10 +24,11 @@ from tracecore.errors import (
     DatasetError,
     DatasetVersionError,
     IngestCancelledError,
+    Interrupted,
     NoInputError,
     TracecoreError,
 )
-from tracecore.ingest import executor, layout, testpause
+from tracecore.ingest import executor, interrupt, layout, testpause
 from tracecore.ingest.control import IngestControl
 from tracecore.ingest.discover import CaptureFile, RunSource, discover
 from tracecore.ingest.fileid import file_id
@@ -92,11 +93,12 @@ def ingest(
     jobs = jobs or os.cpu_count() or 1
     control = control or IngestControl()
     summary = IngestSummary(out, problems=list(found.problems), warnings=list(found.warnings))
-    with _warm_up(found.runs), dataset_lock(out, wait_s):
+    with _warm_up(found.runs), dataset_lock(out, wait_s), interrupt.watch() as sigint:
+        had_dataset = (out / layout.CATALOG_NAME).is_file()
         state = _load_state(out, force)
         stage = out / layout.STAGING / uuid.uuid4().hex[:12]
         try:
-            layout.recover(out, set(state.tables["_files"]["path"].to_pylist()))
+            layout.recover(out, set(state.tables["_files"]["path"].to_pylist()) | set(state.retired))
             if state.schema_version < SCHEMA_VERSION:
                 upgrade_parts(out, state)
             stage.mkdir(parents=True)
@@ -110,6 +112,12 @@ def ingest(
             if control.cancelled:
                 raise IngestCancelledError(f"{out}: ingest cancelled; the dataset is unchanged")
             _commit(out, state, plans, results, summary, draft)
+        except BaseException as err:
+            if sigint.seen:  # whatever the interrupt surfaced as (DuckDB and Arrow have their own)
+                raise Interrupted(
+                    _interrupted(out, draft is not None and draft.committed, had_dataset)
+                ) from err
+            raise
         finally:
             if draft is not None:
                 draft.abandon()  # a no-op once committed
@@ -117,6 +125,15 @@ def ingest(
     summary.runs = [p.source.name for p in plans]
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _interrupted(out: Path, committed: bool, had_dataset: bool) -> str:
+    """The one line a Ctrl-C leaves: which state the dataset is in."""
+    if committed:
+        return f"Interrupted after the commit: the dataset at {out} holds the new state (this ingest's)."
+    if not had_dataset:
+        return f"Interrupted before the commit: nothing was committed; {out} holds no dataset yet."
+    return f"Interrupted before the commit: the dataset at {out} is unchanged (its previous state)."
 
 
 @contextlib.contextmanager
@@ -209,6 +226,11 @@ class _DraftOnThread:
             self.draft = CatalogDraft(self.out).prepare()
         return self.draft
 
+    @property
+    def committed(self) -> bool:
+        """Whether the catalog rename, the commit point, has happened."""
+        return self.draft is not None and self.draft.committed
+
     def abandon(self) -> None:
         self.thread.join()
         if self.draft is not None:
@@ -233,10 +255,13 @@ def _plan(run: RunSource, state: State, force: bool, summary: IngestSummary, out
         seen.add(cap.file)
         prev = old.get(cap.file)
         try:
+            if cap.unreadable is not None:
+                raise OSError(cap.unreadable)
             fid = file_id(cap.path)
         except OSError as err:
+            why = err.strerror or str(err)
             summary.captures.append(
-                CaptureOutcome(run.name, cap.file, "failed", message=f"{cap.path}: {err.strerror}")
+                CaptureOutcome(run.name, cap.file, "failed", message=f"{cap.path}: {why}")
             )
             if prev is not None:
                 plan.kept.append(prev)  # the data read before stays until the file is readable again
@@ -457,17 +482,25 @@ def _commit(
     for name in set(extra) | (set(state.tables) - set(new_tables)):
         # other parsers' tables: a touched run's rows are replaced (or dropped when its log is gone)
         state.replace_runs(name, touched, _concat(extra[name]) if name in extra else [])
+    # Files this commit stops naming stay one commit longer, for readers still planning on the old
+    # catalog; those the previous commit retired are deleted once this one is in place.
+    live = set(state.tables["_files"]["path"].to_pylist())
+    expired = set(state.retired) - live
+    state.retired = sorted(old_paths - live)
     try:
         for src, rel, link in moves:
             layout.place(out, src, rel, link)
         layout.fsync_dirs(out, [rel for _, rel, _ in moves])
         testpause.pause("placed")
         summary.warnings += draft.get().commit(state)
-        testpause.pause("committed")
-        export_tables(out, state)
+        try:
+            testpause.pause("committed")
+        finally:  # even on Ctrl-C: tables/ always follows the catalog just committed
+            with interrupt.deferred():
+                export_tables(out, state)
     except (OSError, duckdb.Error) as err:  # disk full, permissions: the old state stays committed
         raise DatasetError(f"{out}: cannot write the dataset: {str(err).splitlines()[0]}") from err
-    layout.delete(out, old_paths - set(state.tables["_files"]["path"].to_pylist()))
+    layout.delete(out, expired)
 
 
 def _parse_logs(

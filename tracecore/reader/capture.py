@@ -136,18 +136,26 @@ class CaptureReader:
                 pos = 0
                 continue
             self.stats.file_bytes = win.base + pos
+            if pos < len(win.buf) and meta is not None and not self.stats.interfaces:
+                # a pcapng cut before it could hold a packet: nothing in it is usable, an error
+                message = "file cut short inside its first header blocks: no packet"
+                raise CaptureError(self.path, message, win.base + pos)
             if pos < len(win.buf):
                 self.warnings.append(
                     f"{self.path}: file cut short: incomplete record at byte offset {win.base + pos} "
                     f"({len(win.buf) - pos} bytes ignored); the {self.stats.packets + int(st[abi.N])} "
                     "complete packets before it are kept"
                 )
-            if win.error:
+            if win.error and not win.corrupt:
                 self.warnings.append(f"{self.path}: {win.kind} stream stopped: {win.error}")
             break
         if st[abi.N]:
             yield self._flush(cols, table, st)
         self._count(st)
+        if win.corrupt:
+            end = win.base + len(win.buf)
+            message = f"{win.kind} stream corrupt: {win.error} (after {end} decompressed bytes)"
+            raise CaptureError(self.path, message, None, self.stats.packets)
 
     def _flush(self, cols: Columns, table: AddressTable, st: np.ndarray) -> pa.RecordBatch:
         n = int(st[abi.N])

@@ -91,14 +91,18 @@ class Window:
     is a view of SEGMENT bytes of the memory map: each new segment is pre-faulted in one
     call (MADV_POPULATE_READ: per-page faults cost more than parsing), and the pages left
     behind are unmapped (MADV_DONTNEED), so resident memory stays flat on a 10 GB file; the
-    page cache keeps the data. A decompression error after some data is kept as `error`
-    (reported like a truncated file: what came before is good).
+    page cache keeps the data. A decompression error after some data is kept as `error`: a stream
+    cut short is reported like a truncated file (what came before is good), a `corrupt` one as a
+    corrupt record after the packets decoded before it.
     """
 
     def __init__(self, path: str | Path):
         self.path = path
         self.base = 0
         self.error: str | None = None
+        # The error is corruption (a failed CRC, bad data), not a stream cut short: why told apart: a
+        # cut stream is a capture stopped while written (a warning), a corrupt one cannot be trusted.
+        self.corrupt = False
         self._stream: BinaryIO | None = None
         self._mmap: mmap.mmap | None = None
         self._whole = np.empty(0, dtype=np.uint8)
@@ -187,6 +191,7 @@ class Window:
                 piece = self._stream.read1(CHUNK - size)
             except DECOMPRESS_ERRORS as exc:
                 self.error = str(exc) or type(exc).__name__
+                self.corrupt = not isinstance(exc, EOFError)  # EOFError: a stream cut short
                 break
             if not piece:
                 break
