@@ -119,14 +119,16 @@ class SshBackend(Backend):
         self.interface = interface
         self.python = python
         self.deadline_s = int(timeout_s + settings.deadman_margin_s)
-        self.known_hosts = os.path.expanduser(settings.known_hosts or _default_known_hosts())
-        self.control_dir = settings.control_dir or f"/tmp/tracecore-ssh-{os.getuid()}"
+        # shown and passed to ssh as written (ssh expands `~` itself); expanded here for file operations
+        self.known_hosts = settings.known_hosts or "~/.config/tracecore/known_hosts"
+        self.control_dir = settings.control_dir or "~/.cache/tracecore/ssh"
         self._ips: dict[int, str] = {}
         self._run = ""
         self._touched: list[Host] = []
         self._groups: list[Remote] = []
         self._loss_hosts: list[Host] = []
         self._keep: set[int] = set()  # hosts whose files did not all arrive: scratch kept
+        self._stats: dict[int, CaptureStats] = {}
 
     # ---- ssh argv -------------------------------------------------------------------------
     def _options(self) -> list[str]:
@@ -250,9 +252,10 @@ class SshBackend(Backend):
 
     def _control_dir(self) -> None:
         """The ControlMaster socket folder: created 0700, and refused unless it is ours and private."""
-        path = Path(self.control_dir)
+        path = Path(self.control_dir).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):
-            path.mkdir(mode=0o700, parents=False)
+            path.mkdir(mode=0o700)
         st = path.lstat()
         if not path.is_dir() or path.is_symlink() or st.st_uid != os.getuid() or st.st_mode & 0o077:
             raise SshError(f"{path}: the ssh control folder must be a private directory owned by this user")
@@ -261,8 +264,9 @@ class SshBackend(Backend):
     def trust(self, names: list[str]) -> list[str]:
         """Record new host keys in the runner's known_hosts through the user's ssh configuration
         (aliases, ProxyJump: what ssh-keyscan cannot follow); a key that changed stays refused."""
-        Path(self.known_hosts).parent.mkdir(parents=True, exist_ok=True)
-        Path(self.known_hosts).touch()
+        known = Path(self.known_hosts).expanduser()
+        known.parent.mkdir(parents=True, exist_ok=True)
+        known.touch()
         lines = []
         for name in names:
             swap = {
@@ -285,7 +289,8 @@ class SshBackend(Backend):
         key = cfg.get("hostkeyalias") or cfg.get("hostname", name)
         if cfg.get("port", "22") != "22":
             key = f"[{key}]:{cfg['port']}"
-        out = subprocess.run(["ssh-keygen", "-l", "-F", key, "-f", self.known_hosts], capture_output=True,
+        known = os.path.expanduser(self.known_hosts)
+        out = subprocess.run(["ssh-keygen", "-l", "-F", key, "-f", known], capture_output=True,
                              text=True, timeout=SSH_TIMEOUT_S, check=False).stdout  # fmt: skip
         prints = [line.split(" ", 1)[1] for line in out.splitlines() if line and not line.startswith("#")]
         return f"{key} " + "; ".join(prints)
@@ -341,7 +346,9 @@ class SshBackend(Backend):
         group, path = handle  # type: ignore[misc]
         self._stop(group, "INT")
         text = self._call(group.host, ["cat", f"{group.base}.out"], "read the tcpdump report")
-        return read_tcpdump_report(CaptureStats(path=path), text)
+        stats = read_tcpdump_report(CaptureStats(path=path), text)
+        self._stats[group.host.index] = stats  # its path becomes the local copy's in collect
+        return stats
 
     def apply_loss(self, hosts: list[Host], loss_pct: float) -> dict:
         if loss_pct <= 0:
@@ -431,6 +438,9 @@ class SshBackend(Backend):
             (tmp / rel).replace(dest)
         shutil.rmtree(tmp)
         self._keep.discard(host.index)
+        stats = self._stats.pop(host.index, None)
+        if stats is not None:
+            stats.path = run_dir / stats.path.name
 
     def facts(self) -> dict:
         hosts = self._touched
@@ -473,11 +483,6 @@ class SshBackend(Backend):
         self._keep.clear()
         if errors:
             raise SshError("cleanup: " + "; ".join(dict.fromkeys(errors)))
-
-
-def _default_known_hosts() -> str:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-    return f"{base}/tracecore/known_hosts"
 
 
 def _name(host: Host | str) -> str:

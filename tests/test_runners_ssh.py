@@ -69,6 +69,59 @@ def assert_clean(hosts: SshHosts) -> None:
         assert hosts.leftovers(i) == {"procs": [], "files": [], "nft": []}, hosts.names[i]
 
 
+@pytest.mark.netns
+@pytest.mark.slow
+def test_ddp_matrix_over_ssh_captured_lossy_fetched_ingested(tmp_path: Path) -> None:
+    """Acceptance 1: 2 batch sizes × 0 %/1 % loss, gloo DDP on 2 hosts through real sshd."""
+    import duckdb
+    import torch  # a hard requirement of this test (bench/requirements.txt), never a skip
+
+    with ssh_hosts(2) as hosts:
+        out, data = tmp_path / "pcaps", tmp_path / "data"
+        # resnet8 (width 16): ~300 kB of gradients a step, so 1 % loss drops frames in every lossy run
+        exp = write(tmp_path, experiment(hosts, out, matrix__batch_size=[4, 8], matrix__loss=[0, 1],
+                                         matrix__model=["resnet8"], experiment__data=str(data),
+                                         experiment__ingest=True))  # fmt: skip
+        res = runner.invoke(app, ["run", str(exp)])
+        assert res.exit_code == 0, res.output
+        names = [
+            f"torch_ddp-resnet8-sgd-{b}-gloo-{loss}-ring" for b in (4, 8) for loss in ("normal", "loss_1")
+        ]
+        assert sorted(p.name for p in out.iterdir()) == sorted(names)
+        for name in names:
+            run_dir = out / name
+            assert sorted(p.name for p in run_dir.iterdir()) == [
+                "logs", "run.toml", "train_history.log", "worker-0-tcpdump.pcap", "worker-1-tcpdump.pcap"
+            ]  # fmt: skip
+            meta = tomllib.loads((run_dir / "run.toml").read_text())
+            assert meta["result"]["status"] == "ok"
+            assert [h["exit_code"] for h in meta["hosts"]] == [0, 0]
+            assert [h["ip"] for h in meta["hosts"]] == ["192.168.17.50", "192.168.17.51"]
+            workers = meta["capture"]["worker"]
+            assert [w["dropped_by_kernel"] for w in workers] == [0, 0]
+            assert all(w["packets"] > 50 for w in workers)
+            assert [w["bytes"] for w in workers] == [(run_dir / w["file"]).stat().st_size for w in workers]
+            assert meta["versions"]["torch"] == torch.__version__
+            assert meta["model"]["gradient_bytes"] == 4 * meta["model"]["n_params"]
+            lossy = "loss_1" in name
+            assert meta["loss"]["method"] == (
+                "nftables numgen random drop on each host's egress" if lossy else "none"
+            )
+            assert (meta["network"]["frames_dropped_by_loss_rule"] > 0) is lossy
+            assert "listening on eth1" in (run_dir / "logs" / "w0-tcpdump.txt").read_text()
+        assert_clean(hosts)
+        con = duckdb.connect(str(data / "tracecore.duckdb"), read_only=True)
+        rows = con.execute("SELECT run, n_workers, loss_pct FROM runs ORDER BY run").fetchall()
+        assert rows == sorted((n, 2, 1.0 if "loss_1" in n else 0.0) for n in names)
+        cols = "run, src_worker, dst_worker, src_ip, dst_ip, bytes > 100000, packets > 100"
+        flows = con.execute(f"SELECT {cols} FROM flow_matrix ORDER BY ALL").fetchall()
+        ring = [
+            ("W1", "W2", "192.168.17.50", "192.168.17.51"),
+            ("W2", "W1", "192.168.17.51", "192.168.17.50"),
+        ]
+        assert flows == [(n, *pair, True, True) for n in sorted(names) for pair in ring]
+
+
 PING = [
     "sh",
     "-c",
@@ -266,7 +319,8 @@ def test_dry_run_prints_the_exact_ssh_command_lines(tmp_path: Path, snapshot_run
         "capture": {"interface": "ens5", "snaplen": 128, "filter": "src host {ip}"},
         "launcher": {"kind": "ddp", "python": "python3", "epochs": 1, "steps_per_epoch": 5},
         "matrix": {"framework": ["torch_ddp"], "model": ["resnet8w4"], "optimizer": ["sgd"],
-                   "batch_size": [16], "backend": ["gloo"], "loss": [0, 1], "topology": ["ring"], "workers": [2]},
+                   "batch_size": [16], "backend": ["gloo"], "loss": [0, 1], "topology": ["ring"],
+                   "workers": [2]},
     }  # fmt: skip
     exp = write(tmp_path, "\n".join(_toml(doc)))
     res = runner.invoke(app, ["run", str(exp), "--dry-run"])
