@@ -33,6 +33,13 @@ def run(
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="KEY=V1,V2: a matrix axis, or SECTION.KEY=VALUE.")
     ] = None,
+    trust: Annotated[
+        str | None,
+        typer.Option(
+            "--trust",
+            help="HOST,HOST or 'all': record these ssh hosts' new keys first (a changed key stays refused).",
+        ),
+    ] = None,
 ) -> None:
     """Expand EXPERIMENT's matrix into runs and capture each into pcaps/<run-name>/."""
     from tracecore.runners.execute import run_experiment
@@ -48,6 +55,7 @@ def run(
         ingest=ingest,
         overrides=overrides,
         progress=progress,
+        trust=trust,
     )
     if isinstance(result, str):
         typer.echo(result, nl=False)

@@ -9,10 +9,11 @@ command reaches a host differs. Each backend has two halves:
 - effects (`prepare`, `start_capture`/`stop_capture`, `apply_loss`/`clear_loss`, `launch`, `poll`,
   `stop`, `collect`, `cleanup`), where `cleanup` undoes everything and is safe to call twice.
 
-How ssh and slurm fit (next phase): ssh's `launch_command` is `ssh -o BatchMode=yes -o
-StrictHostKeyChecking=yes -o ControlMaster=auto … HOST -- shlex.join([setsid, sh, -c, 'echo $$ >
-PIDFILE; exec timeout DEADLINE env K=V … argv'])`, `poll`/`stop` are separate ssh calls reading the
-pidfile and killing the process group by its recorded id, `collect` is scp plus a size check;
+How ssh and slurm fit (`tracecore.runners.ssh` is the first): ssh's `launch_command` is `ssh -o
+BatchMode=yes -o StrictHostKeyChecking=yes -o ControlMaster=auto … -- HOST shlex.join([sh, -c, SPAWN,
+…, timeout, DEADLINE, env, K=V, …, argv])` (detached, its process group id in a pidfile), `poll`/`stop`
+are separate ssh calls reading the pidfile and killing the group by its recorded id, `collect` is scp
+plus a size check;
 slurm's `launch` submits the run's generated sbatch script (`sbatch --parsable`), `poll` reads
 `squeue`/`scontrol`, `stop` is `scancel`, `collect` is nothing (shared filesystem).
 """
@@ -25,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from tracecore.runners.experiment import CaptureSettings
-from tracecore.runners.launchers import Host, HostCommand
+from tracecore.runners.experiment import CaptureSettings, ExperimentError
+from tracecore.runners.launchers import Host, HostCommand, fill_template
 from tracecore.runners.testbed import CaptureStats
 
 
@@ -56,6 +57,7 @@ class Backend(ABC):
     kind: ClassVar[str]
     loss_method: ClassVar[str]  # how apply_loss drops packets, recorded in run.toml
     python: str  # interpreter the built-in workload runs with on the hosts
+    poll_interval_s: ClassVar[float] = 0.1  # how often `wait` polls (a remote poll is one ssh call)
 
     # ---- pure builders --------------------------------------------------------------------
     @abstractmethod
@@ -124,7 +126,11 @@ class Backend(ABC):
         """The network and hosts as run.toml's [network] table."""
 
     # ---- shared ---------------------------------------------------------------------------
-    def wait(self, procs: list[Proc], timeout_s: float, tick_s: float = 0.1) -> str | None:
+    def trust(self, names: list[str]) -> list[str]:
+        """Record the host keys of `names` (`tracecore run --trust`); one line per host for the user."""
+        raise ExperimentError(f"--trust: the {self.kind} backend has no host keys to verify")
+
+    def wait(self, procs: list[Proc], timeout_s: float, tick_s: float | None = None) -> str | None:
         """Wait for every proc; the first failure or the timeout stops the rest. Returns why it
         stopped early (None when all exited 0); exit codes are left in each Proc."""
         deadline = time.monotonic() + timeout_s
@@ -140,10 +146,21 @@ class Backend(ABC):
                 why = f"timeout after {timeout_s:g} s"
             if why or all(p.returncode == 0 for p in procs):
                 break
-            time.sleep(tick_s)
+            time.sleep(self.poll_interval_s if tick_s is None else tick_s)
         if why:
             for p in procs:
                 if p.returncode is None:
                     self.stop(p)
                     p.returncode = self.poll(p)
         return why
+
+
+def env_argv(cmd: HostCommand) -> list[str]:
+    """`env K=V … argv`: the added environment travels in the argv, so what is shown is what runs."""
+    return ["env", *(f"{k}={v}" for k, v in cmd.env), *cmd.argv] if cmd.env else list(cmd.argv)
+
+
+def capture_filter(host: Host, capture: CaptureSettings) -> str:
+    """The host's BPF filter: `capture.filter` with {ip}, {host} and {interface} filled in."""
+    values = {"ip": host.ip, "host": host.name, "interface": host.interface}
+    return fill_template(capture.filter, values, "capture.filter")

@@ -65,10 +65,14 @@ class ExperimentResult:
 
 
 def make_backend(exp: Experiment) -> Backend:
-    """The experiment's backend; only netns exists in this version (ssh and slurm come next)."""
+    """The experiment's backend: netns or ssh (slurm comes next)."""
+    if exp.backend.kind == "ssh":
+        from tracecore.runners.ssh import SshBackend
+
+        return SshBackend(exp.backend, exp.capture.interface, exp.settings.timeout_s)
     if exp.backend.kind != "netns":
         raise ExperimentError(
-            f"{exp.path}: backend.kind: {exp.backend.kind!r} is not available yet (use netns)"
+            f"{exp.path}: backend.kind: {exp.backend.kind!r} is not available yet (use netns or ssh)"
         )
     from tracecore.runners.netns import NetnsBackend
 
@@ -130,8 +134,10 @@ def run_experiment(
     ingest: bool | None = None,
     overrides: list[str] | None = None,
     progress: Progress | None = None,
+    trust: str | None = None,
 ) -> ExperimentResult | str:
-    """Run (or with `dry`, print) the experiment; raises RunsFailedError when any run failed."""
+    """Run (or with `dry`, print) the experiment; raises RunsFailedError when any run failed.
+    `trust` ("w0,w1" or "all") records those hosts' keys first (ssh)."""
     exp = load_experiment(path, overrides, only)
     backend = make_backend(exp)
     out_root = Path(exp.settings.out).resolve()
@@ -146,6 +152,10 @@ def run_experiment(
     for spec in exp.runs:  # every launcher template checked before anything starts
         plan(exp, backend, spec, out_root / spec.name)
     say = progress or (lambda _msg: None)
+    if trust:
+        names = list(exp.backend.hosts) if trust == "all" else [n for n in trust.split(",") if n]
+        for line in backend.trust(names):
+            say(line)
     result = ExperimentResult(exp)
     for k, spec in enumerate(exp.runs, 1):
         tag = f"run {k}/{len(exp.runs)} {spec.name}"

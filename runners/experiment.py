@@ -4,7 +4,8 @@ Why a strict model: an experiment launches hours of training on real hosts, so a
 value must stop the run before anything starts, as one line naming the file and the key.
 
     [experiment]  out = "pcaps", timeout_s = 600, on_failure = "continue" | "stop", ingest, data
-    [backend]     kind = "netns" | "ssh" | "slurm", hosts = [ssh_config aliases], subnet, first_host
+    [backend]     kind = "netns" | "ssh" | "slurm", hosts = [ssh_config aliases], subnet, first_host;
+                  ssh: workdir, known_hosts, ssh_config, control_dir, ips, deadman_margin_s
     [capture]     interface = "eth1", snaplen = 128, filter = "src host {ip}", buffer_kib = 32768
     [loss]        method = "auto" | "nftables" | "netem" | "none"
     [launcher]    kind = "ddp" | "torchrun" | "horovodrun" | "mpirun" | "kungfu" | "tf" | "command",
@@ -58,6 +59,15 @@ class BackendSettings:
     hosts: tuple[str, ...] = ()
     subnet: str = "192.168.17.0/24"
     first_host: int = 50
+    # ssh: remote scratch, the runner's known_hosts, an ssh_config (-F, tests), the ControlMaster
+    # socket folder, the hosts' capture-network addresses (else read from the interface at prepare),
+    # and how long past timeout_s the remote dead-man switch (`timeout`) lets anything run.
+    workdir: str = "/tmp/tracecore-runs"
+    known_hosts: str = ""
+    ssh_config: str = ""
+    control_dir: str = ""
+    ips: tuple[str, ...] = ()
+    deadman_margin_s: float = 120.0
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tracecore.runners.backend import Backend, Proc, Step
+from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
-from tracecore.runners.launchers import Host, HostCommand, fill_template
+from tracecore.runners.launchers import Host, HostCommand
 from tracecore.runners.testbed import CaptureStats, Testbed, tcpdump_argv
 
 DRY_PREFIX = "tbPIDxN"  # namespace prefix shown by dry runs; real testbeds use tb<pid>x<n>
@@ -54,7 +54,9 @@ class NetnsBackend(Backend):
         return str(run_dir)
 
     def capture_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
-        argv = tcpdump_argv(capture.interface, capture.snaplen, capture.buffer_kib, path, _bpf(host, capture))
+        argv = tcpdump_argv(
+            capture.interface, capture.snaplen, capture.buffer_kib, path, capture_filter(host, capture)
+        )
         return self._testbed().wrap(host.index, argv)
 
     def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
@@ -64,7 +66,7 @@ class NetnsBackend(Backend):
         return [Step("bridge", "loss", tuple(argv), stdin)]
 
     def launch_command(self, cmd: HostCommand) -> list[str]:
-        return self._testbed().wrap(cmd.host.index, _env_argv(cmd))
+        return self._testbed().wrap(cmd.host.index, env_argv(cmd))
 
     # ---- effects --------------------------------------------------------------------------
     def prepare(self, n: int) -> list[Host]:
@@ -77,7 +79,7 @@ class NetnsBackend(Backend):
     def start_capture(self, host: Host, capture: CaptureSettings, path: Path) -> object:
         return self._up().start_capture(
             host.index, path, snaplen=capture.snaplen, buffer_kib=capture.buffer_kib,
-            bpf=_bpf(host, capture), interface=capture.interface,
+            bpf=capture_filter(host, capture), interface=capture.interface,
         )  # fmt: skip
 
     def stop_capture(self, handle: object) -> CaptureStats:
@@ -95,7 +97,7 @@ class NetnsBackend(Backend):
     def launch(self, cmd: HostCommand, log: Path) -> Proc:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("wb") as out:
-            popen = self._up().popen(cmd.host.index, _env_argv(cmd), stdout=out, stderr=subprocess.STDOUT,
+            popen = self._up().popen(cmd.host.index, env_argv(cmd), stdout=out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, cwd=log.parent)  # fmt: skip
         proc = Proc(cmd.host, popen, log)
         self._procs.append(proc)
@@ -133,13 +135,3 @@ class NetnsBackend(Backend):
         if self._tb is None:
             raise RuntimeError("netns backend used before prepare()")
         return self._tb
-
-
-def _bpf(host: Host, capture: CaptureSettings) -> str:
-    values = {"ip": host.ip, "host": host.name, "interface": host.interface}
-    return fill_template(capture.filter, values, "capture.filter")
-
-
-def _env_argv(cmd: HostCommand) -> list[str]:
-    """`env K=V … argv`: the added environment travels in the argv, so what is shown is what runs."""
-    return ["env", *(f"{k}={v}" for k, v in cmd.env), *cmd.argv] if cmd.env else list(cmd.argv)

@@ -49,6 +49,7 @@ __all__ = [
     "cleanup_stale",
     "list_netns",
     "nft_loss_ruleset",
+    "read_tcpdump_report",
     "tcpdump_argv",
 ]
 
@@ -151,6 +152,21 @@ def nft_loss_ruleset(loss_pct: float) -> str:
         "  }\n"
         "}\n"
     )
+
+
+def read_tcpdump_report(stats: CaptureStats, text: str) -> CaptureStats:
+    """Fill `stats` from tcpdump's closing report (its stderr, wherever it was written)."""
+    stats.stderr = text
+
+    def grab(pattern: str) -> int | None:
+        m = re.search(r"(\d+) packets? " + pattern, text)
+        return int(m.group(1)) if m else None
+
+    stats.captured = grab("captured")
+    stats.received_by_filter = grab("received by filter")
+    stats.dropped_by_kernel = grab("dropped by kernel")
+    stats.dropped_by_interface = grab("dropped by interface")
+    return stats
 
 
 @dataclass
@@ -527,16 +543,7 @@ class Testbed:
         if cap in self._captures:
             self._captures.remove(cap)
         text = cap.stats.stderr + (err or b"").decode(errors="replace")
-        cap.stats.stderr = text
-
-        def grab(pattern: str) -> int | None:
-            m = re.search(r"(\d+) packets? " + pattern, text)
-            return int(m.group(1)) if m else None
-
-        cap.stats.captured = grab("captured")
-        cap.stats.received_by_filter = grab("received by filter")
-        cap.stats.dropped_by_kernel = grab("dropped by kernel")
-        cap.stats.dropped_by_interface = grab("dropped by interface")
+        read_tcpdump_report(cap.stats, text)
         if check:
             if cap.stats.dropped_by_kernel is None:
                 raise TestbedError(f"tcpdump for {cap.stats.path} gave no statistics: {text.strip()[-500:]}")

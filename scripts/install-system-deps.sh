@@ -16,6 +16,9 @@ have ping     || need+=(iputils-ping)
 have zstd     || need+=(zstd)
 have xz       || need+=(xz-utils)
 have chromium || need+=(chromium)
+have ssh      || need+=(openssh-client)  # the ssh runner backend's client (ssh, scp, ssh-keyscan)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)  # its tests start a real sshd per worker namespace
+have nc       || need+=(netcat-openbsd)  # ... and reach it with ProxyCommand 'ip netns exec NS nc %h %p'
 have cc       || need+=(gcc)         # numba.pycc compiles the reader's kernels ahead of time
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
               || need+=(python3-dev)  # ... and includes Python.h

@@ -74,7 +74,12 @@ def test_examples_parse_and_dry_run(example: str, snapshot_runner) -> None:
     runs = [line.split()[2] for line in res.stdout.splitlines() if line.startswith("run ")]
     assert (
         len(runs)
-        == {"ddp_loss_sweep.toml": 12, "ddp_scaling_sweep.toml": 9, "kungfu_topology_sweep.toml": 6}[example]
+        == {
+            "ddp_loss_sweep.toml": 12,
+            "ddp_loss_sweep_ssh.toml": 4,
+            "ddp_scaling_sweep.toml": 9,
+            "kungfu_topology_sweep.toml": 6,
+        }[example]
     )
     assert all(parse_run_name(name).name_parsed for name in runs)
     assert res.stdout == snapshot_runner

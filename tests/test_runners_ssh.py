@@ -1,0 +1,330 @@
+"""The ssh backend against real OpenSSH daemons (tests/sshd_hosts.py): quoting, faults, host keys,
+the dead-man switch, resume after a SIGKILLed runner, and the dry run's exact ssh command lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from tracecore.cli.app import app
+from typer.testing import CliRunner
+
+from tests.conftest import netns_made_by
+from tests.sshd_hosts import SshHosts, ssh_hosts
+from tests.test_runners_launchers import RunnerSnapshot
+
+runner = CliRunner()
+TRACECORE = Path(sys.executable).parent / "tracecore"
+HOSTILE = ["a b", "$HOME", "'single'", '"double"', "x;y", "64(x2)", "back\\slash", "*", "$(id)"]
+NAME = "torch_ddp-resnet8w4-sgd-4-gloo-normal-ring"
+
+
+def experiment(hosts: SshHosts, out: Path, program: list[str] | None = None, **extra: object) -> str:
+    """An ssh experiment on the fixture's hosts; `program` switches to the command launcher."""
+    launcher = {"kind": "ddp", "python": sys.executable, "epochs": 1, "steps_per_epoch": 3}
+    if program is not None:
+        launcher = {"kind": "command", "program": program}
+    doc = {
+        "experiment": {"out": str(out), "timeout_s": 90, "on_failure": "continue"},
+        "backend": {
+            "kind": "ssh", "hosts": hosts.names, "workdir": hosts.workdir, "ssh_config": str(hosts.config),
+            "known_hosts": str(hosts.known_hosts), "control_dir": hosts.control_dir,
+        },
+        "capture": {"snaplen": 96, "filter": "src host {ip}"},
+        "launcher": launcher,
+        "matrix": {
+            "framework": ["torch_ddp"], "model": ["resnet8w4"], "optimizer": ["sgd"], "batch_size": [4],
+            "backend": ["gloo"], "loss": [0], "topology": ["ring"], "workers": [len(hosts.names)],
+        },
+    }  # fmt: skip
+    for key, value in extra.items():
+        section, _, name = key.partition("__")
+        doc[section][name] = value
+    return "\n".join(_toml(doc))
+
+
+def _toml(doc: dict) -> list[str]:
+    lines = []
+    for section, table in doc.items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in table.items()]  # JSON strings are TOML strings
+    return lines
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "exp.toml"
+    path.write_text(text)
+    return path
+
+
+def assert_clean(hosts: SshHosts) -> None:
+    for i in range(len(hosts.names)):
+        assert hosts.leftovers(i) == {"procs": [], "files": [], "nft": []}, hosts.names[i]
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_ddp_matrix_over_ssh_captured_lossy_fetched_ingested(tmp_path: Path) -> None:
+    """Acceptance 1: 2 batch sizes × 0 %/1 % loss, gloo DDP on 2 hosts through real sshd."""
+    import duckdb
+    import torch  # a hard requirement of this test (bench/requirements.txt), never a skip
+
+    with ssh_hosts(2) as hosts:
+        out, data = tmp_path / "pcaps", tmp_path / "data"
+        # resnet8 (width 16): ~300 kB of gradients a step, so 1 % loss drops frames in every lossy run
+        exp = write(tmp_path, experiment(hosts, out, matrix__batch_size=[4, 8], matrix__loss=[0, 1],
+                                         matrix__model=["resnet8"], experiment__data=str(data),
+                                         experiment__ingest=True))  # fmt: skip
+        res = runner.invoke(app, ["run", str(exp)])
+        assert res.exit_code == 0, res.output
+        names = [
+            f"torch_ddp-resnet8-sgd-{b}-gloo-{loss}-ring" for b in (4, 8) for loss in ("normal", "loss_1")
+        ]
+        assert sorted(p.name for p in out.iterdir()) == sorted(names)
+        for name in names:
+            run_dir = out / name
+            assert sorted(p.name for p in run_dir.iterdir()) == [
+                "logs", "run.toml", "train_history.log", "worker-0-tcpdump.pcap", "worker-1-tcpdump.pcap"
+            ]  # fmt: skip
+            meta = tomllib.loads((run_dir / "run.toml").read_text())
+            assert meta["result"]["status"] == "ok"
+            assert [h["exit_code"] for h in meta["hosts"]] == [0, 0]
+            assert [h["ip"] for h in meta["hosts"]] == ["192.168.17.50", "192.168.17.51"]
+            workers = meta["capture"]["worker"]
+            assert [w["dropped_by_kernel"] for w in workers] == [0, 0]
+            assert all(w["packets"] > 50 for w in workers)
+            assert [w["bytes"] for w in workers] == [(run_dir / w["file"]).stat().st_size for w in workers]
+            assert meta["versions"]["torch"] == torch.__version__
+            assert meta["model"]["gradient_bytes"] == 4 * meta["model"]["n_params"]
+            lossy = "loss_1" in name
+            assert meta["loss"]["method"] == (
+                "nftables numgen random drop on each host's egress" if lossy else "none"
+            )
+            assert (meta["network"]["frames_dropped_by_loss_rule"] > 0) is lossy
+            assert "listening on eth1" in (run_dir / "logs" / "w0-tcpdump.txt").read_text()
+        assert_clean(hosts)
+        con = duckdb.connect(str(data / "tracecore.duckdb"), read_only=True)
+        rows = con.execute("SELECT run, n_workers, loss_pct FROM runs ORDER BY run").fetchall()
+        assert rows == sorted((n, 2, 1.0 if "loss_1" in n else 0.0) for n in names)
+        cols = "run, src_worker, dst_worker, src_ip, dst_ip, bytes > 100000, packets > 100"
+        flows = con.execute(f"SELECT {cols} FROM flow_matrix ORDER BY ALL").fetchall()
+        ring = [
+            ("W1", "W2", "192.168.17.50", "192.168.17.51"),
+            ("W2", "W1", "192.168.17.51", "192.168.17.50"),
+        ]
+        assert flows == [(n, *pair, True, True) for n in sorted(names) for pair in ring]
+
+
+PING = [
+    "sh",
+    "-c",
+    'ping -c 3 -i 0.2 -W 1 "$0" >/dev/null; [ {rank} = 0 ] || exit 0; sleep 0.5',
+    "{master_addr}",
+]
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_hostile_argv_and_paths_arrive_intact(tmp_path: Path) -> None:
+    """Quotes, `$`, `;`, blanks, globs in the program's argv and in the remote scratch path."""
+    with ssh_hosts(2, workdir_name="scr a'b$c;d\"e f") as hosts:
+        script = 'printf "%s\\n" "$@" >"argv-$0.txt"; pwd >"pwd-$0.txt"; ping -c 3 -i 0.2 -W 1 "$1"'
+        program = ["sh", "-c", script, "{rank}", "{master_addr}", *HOSTILE]
+        exp = write(tmp_path, experiment(hosts, tmp_path / "out", program, capture__filter="host {ip}"))
+        res = runner.invoke(app, ["run", str(exp)])
+        assert res.exit_code == 0, res.output
+        run_dir = tmp_path / "out" / NAME
+        for rank in (0, 1):
+            assert (run_dir / f"argv-{rank}.txt").read_text() == "".join(
+                f"{a}\n" for a in ["192.168.17.50", *HOSTILE]
+            )
+            assert (run_dir / f"pwd-{rank}.txt").read_text() == f"{hosts.workdir}/{NAME}\n"
+        assert sorted(p.name for p in (run_dir / "logs").iterdir()) == [
+            "w0-tcpdump.txt", "w0.out", "w1-tcpdump.txt", "w1.out"
+        ]  # fmt: skip
+        meta = tomllib.loads((run_dir / "run.toml").read_text())
+        assert meta["network"]["workdir"] == hosts.workdir
+        assert meta["network"]["ips"] == ["192.168.17.50", "192.168.17.51"]
+        assert_clean(hosts)
+    assert not netns_made_by(os.getpid())
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_rank_exit_1_stops_every_host_and_keeps_logs_apart(tmp_path: Path) -> None:
+    with ssh_hosts(2) as hosts:
+        program = [
+            "sh",
+            "-c",
+            "echo rank $0 up; if [ $0 = 1 ]; then sleep 1; exit 1; fi; exec sleep 60",
+            "{rank}",
+        ]
+        exp = write(tmp_path, experiment(hosts, tmp_path / "out", program))
+        started = time.monotonic()
+        res = runner.invoke(app, ["run", str(exp)])
+        assert time.monotonic() - started < 30
+        assert res.exit_code == 6, res.output
+        assert "1 of 1 run(s) failed" in res.stderr
+        assert [p.name for p in (tmp_path / "out").iterdir()] == ["_failed"]
+        (failed,) = (tmp_path / "out" / "_failed").iterdir()
+        meta = tomllib.loads((failed / "run.toml").read_text())
+        assert meta["result"]["status"] == "failed"
+        assert meta["result"]["reason"] == "w1 exited 1"
+        assert [h["exit_code"] for h in meta["hosts"]] == [-15, 1]
+        assert (failed / "logs" / "w0.out").read_text() == "rank 0 up\n"
+        assert (failed / "logs" / "w1.out").read_text() == "rank 1 up\n"
+        assert_clean(hosts)
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_unreachable_host_fails_fast_and_leaves_nothing(tmp_path: Path) -> None:
+    with ssh_hosts(2) as hosts:
+        hosts.stop_sshd(1)
+        exp = write(tmp_path, experiment(hosts, tmp_path / "out", PING))
+        started = time.monotonic()
+        res = runner.invoke(app, ["run", str(exp)])
+        assert time.monotonic() - started < 20
+        assert res.exit_code == 6, res.output
+        (failed,) = (tmp_path / "out" / "_failed").iterdir()
+        reason = tomllib.loads((failed / "run.toml").read_text())["result"]["reason"]
+        assert reason.startswith("w1: prepare: unreachable (")
+        assert hosts.leftovers(0) == {"procs": [], "files": [], "nft": []}
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_trust_records_new_keys_and_a_changed_key_is_refused(tmp_path: Path) -> None:
+    with ssh_hosts(2) as hosts:
+        hosts.known_hosts.write_text("")
+        exp = write(tmp_path, experiment(hosts, tmp_path / "out", PING))
+        res = runner.invoke(app, ["run", str(exp)])
+        assert res.exit_code == 6
+        reason = tomllib.loads(
+            next((tmp_path / "out" / "_failed").iterdir()).joinpath("run.toml").read_text()
+        )
+        assert reason["result"]["reason"] == (
+            f"w0: prepare: its host key is not in {hosts.known_hosts}: run with --trust w0 (or ssh-keyscan)"
+        )
+        res = runner.invoke(app, ["run", str(exp), "--trust", "all", "--resume"])
+        assert res.exit_code == 0, res.output
+        for i in (0, 1):
+            fp = subprocess.run(["ssh-keygen", "-l", "-f", str(hosts.dir / f"hostkey{i}.pub")],
+                                capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+            assert f"trusted w{i}: 192.168.17.5{i} ED25519 {fp[1]}\n" in res.stderr
+        assert [line.split()[1] for line in hosts.known_hosts.read_text().splitlines()] == ["ssh-ed25519"] * 2
+
+        hosts.replace_host_key(1)
+        exp2 = write(tmp_path, experiment(hosts, tmp_path / "out2", PING))
+        res = runner.invoke(app, ["run", str(exp2), "--trust", "all"])
+        assert res.exit_code == 6
+        assert res.stderr.startswith(
+            "Error: w1: --trust: its host key changed, refused (if the change is expected"
+        )
+        assert not (tmp_path / "out2").exists()
+        res = runner.invoke(app, ["run", str(exp2)])
+        assert res.exit_code == 6
+        reason = tomllib.loads(
+            next((tmp_path / "out2" / "_failed").iterdir()).joinpath("run.toml").read_text()
+        )
+        assert reason["result"]["reason"].startswith("w1: prepare: its host key changed, refused")
+        assert_clean(hosts)
+
+
+def _start_and_kill(hosts: SshHosts, exp: Path, name: str = NAME) -> list[int]:
+    """Start the runner as a process, SIGKILL it once training runs on every host; the orphans' pgids."""
+    proc = subprocess.Popen([str(TRACECORE), "run", str(exp)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    pids = [f"{hosts.workdir}/{name}/.tracecore/train.pid"] * 2
+    deadline = time.monotonic() + 60
+    try:
+        while not all(hosts.in_mounts(i, ["test", "-s", p]).returncode == 0 for i, p in enumerate(pids)):
+            assert proc.poll() is None, "the runner ended before training started"
+            assert time.monotonic() < deadline, "training never started"
+            time.sleep(0.2)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    return [int(hosts.in_mounts(i, ["cat", p]).stdout) for i, p in enumerate(pids)]
+
+
+def _group_alive(hosts: SshHosts, i: int, pgid: int) -> bool:
+    ps = hosts.in_mounts(i, ["ps", "-e", "-o", "pgid=,stat="]).stdout.split("\n")
+    return any(line.split()[:1] == [str(pgid)] and not line.split()[1].startswith("Z") for line in ps if line)
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_runner_sigkilled_then_resume_sweeps_orphans_and_completes(tmp_path: Path) -> None:
+    with ssh_hosts(2) as hosts:
+        hold = hosts.dir / "hold"
+        hold.touch()
+        program = ["sh", "-c", 'ping -c 3 -i 0.2 -W 1 "$0" >/dev/null; [ -e "$1" ] && sleep 300; true',
+                   "{master_addr}", str(hold)]  # fmt: skip
+        exp = write(tmp_path, experiment(hosts, tmp_path / "out", program, matrix__loss=[0, 1],
+                                         capture__filter="host {ip}"))  # fmt: skip
+        orphans = _start_and_kill(hosts, exp)
+        time.sleep(1)
+        assert all(
+            _group_alive(hosts, i, g) for i, g in enumerate(orphans)
+        )  # the runner is gone, they are not
+        hold.unlink()
+        res = runner.invoke(app, ["run", str(exp), "--resume"])
+        assert res.exit_code == 0, res.output
+        assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+            "torch_ddp-resnet8w4-sgd-4-gloo-loss_1-ring", NAME
+        ]  # fmt: skip
+        assert not any(_group_alive(hosts, i, g) for i, g in enumerate(orphans))
+        assert_clean(hosts)
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_dead_man_switch_ends_orphans_and_the_loss_rule(tmp_path: Path) -> None:
+    with ssh_hosts(2) as hosts:
+        program = ["sh", "-c", 'ping -c 3 -i 0.2 -W 1 "$0" >/dev/null; sleep 300', "{master_addr}"]
+        text = experiment(hosts, tmp_path / "out", program, matrix__loss=[1], experiment__timeout_s=8,
+                          backend__deadman_margin_s=2)  # fmt: skip
+        orphans = _start_and_kill(hosts, write(tmp_path, text), "torch_ddp-resnet8w4-sgd-4-gloo-loss_1-ring")
+        assert all(hosts.leftovers(i, settle_s=0)["nft"] == ["table inet tracecore_loss"] for i in (0, 1))
+        deadline = time.monotonic() + 60  # deadline 10 s after each start, +30 s for the loss rule's guard
+        while any(
+            hosts.leftovers(i, settle_s=0)["procs"] or hosts.leftovers(i, settle_s=0)["nft"] for i in (0, 1)
+        ):
+            assert time.monotonic() < deadline, [hosts.leftovers(i, settle_s=0) for i in (0, 1)]
+            time.sleep(1)
+        assert not any(_group_alive(hosts, i, g) for i, g in enumerate(orphans))
+
+
+@pytest.fixture
+def snapshot_runner(snapshot):
+    return snapshot.use_extension(RunnerSnapshot)
+
+
+def test_dry_run_prints_the_exact_ssh_command_lines(tmp_path: Path, snapshot_runner) -> None:
+    doc = {
+        "experiment": {"out": "pcaps", "timeout_s": 600},
+        "backend": {
+            "kind": "ssh", "hosts": ["gpu-a", "gpu-b"], "workdir": "/srv/tracecore runs",
+            "known_hosts": "/etc/tracecore/known_hosts", "control_dir": "/tmp/tc-ctl",
+            "ips": ["10.0.0.1", "10.0.0.2"],
+        },
+        "capture": {"interface": "ens5", "snaplen": 128, "filter": "src host {ip}"},
+        "launcher": {"kind": "ddp", "python": "python3", "epochs": 1, "steps_per_epoch": 5},
+        "matrix": {"framework": ["torch_ddp"], "model": ["resnet8w4"], "optimizer": ["sgd"],
+                   "batch_size": [16], "backend": ["gloo"], "loss": [0, 1], "topology": ["ring"],
+                   "workers": [2]},
+    }  # fmt: skip
+    exp = write(tmp_path, "\n".join(_toml(doc)))
+    res = runner.invoke(app, ["run", str(exp), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout == snapshot_runner
+    assert not (tmp_path / "pcaps").exists()
+    assert not Path("/tmp/tc-ctl").exists()
