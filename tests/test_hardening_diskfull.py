@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from tests.test_hardening_interrupt import NEW, OLD, _state
 from tests.test_ingest_support import copy_run, records, write_pcap
+from tracecore import views
 from tracecore.ingest import ingest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,8 +46,25 @@ def _fill(mnt: Path, leave: int) -> Path:
     return filler
 
 
+def _template_views(cache: Path) -> set[str]:
+    """The views of the cached catalog template (a draft that later drafts start from)."""
+    (template,) = cache.glob("catalog-template-*.duckdb")
+    con = duckdb.connect(str(template), read_only=True)
+    try:
+        return {
+            name
+            for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+        }
+    finally:
+        con.close()
+
+
 @pytest.mark.parametrize("free", FREE_BYTES)
-def test_disk_full_leaves_old_or_new_and_one_line(tmp_path: Path, tmpfs: Path, free: int) -> None:
+def test_disk_full_leaves_old_or_new_and_one_line(
+    tmp_path: Path, tmpfs: Path, free: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"  # this test's own template cache: a draft on the full disk must not poison it
+    monkeypatch.setenv("TRACECORE_CACHE_DIR", str(cache))
     run = copy_run(tmp_path / "src")
     out = tmpfs / "data"
     assert not ingest([run], out, jobs=1).failed
@@ -73,3 +92,4 @@ def test_disk_full_leaves_old_or_new_and_one_line(tmp_path: Path, tmpfs: Path, f
     filler.unlink(missing_ok=True)
     assert not ingest([run], out, jobs=1).failed
     assert _state(out) == NEW
+    assert set(views.view_names()) <= _template_views(cache)

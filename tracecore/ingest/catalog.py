@@ -273,8 +273,12 @@ class CatalogDraft:
         self.con = open_for_writing(self.tmp)
         self.problems = install_views(self.con)
         if template is not None and not self.problems:
-            self.con.close()  # a closed file is complete: copy it, then go on writing the draft
-            _save_template(self.tmp, template)
+            # CHECKPOINT raises where closing would not (a full disk): only a file that holds every
+            # view, with no write-ahead log left beside it, may become the template of later drafts.
+            self.con.execute("CHECKPOINT")
+            self.con.close()
+            if not self.tmp.with_name(self.tmp.name + ".wal").exists():
+                _save_template(self.tmp, template)
             self.con = open_for_writing(self.tmp)
         return self
 
