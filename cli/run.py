@@ -23,7 +23,8 @@ def run(
         bool, typer.Option("--dry-run", help="Print every host's commands; run nothing.")
     ] = False,
     only: Annotated[
-        str | None, typer.Option("--only", help="Only runs whose name matches this glob.")
+        str | None,
+        typer.Option("--only", help="Only runs whose name matches this glob.", show_default="every run"),
     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Skip runs already complete.")] = False,
     ingest: Annotated[
@@ -31,17 +32,28 @@ def run(
         typer.Option("--ingest/--no-ingest", help="Ingest the runs at the end.", show_default="file"),
     ] = None,
     overrides: Annotated[
-        list[str] | None, typer.Option("--set", help="KEY=V1,V2: a matrix axis, or SECTION.KEY=VALUE.")
+        list[str] | None,
+        typer.Option(
+            "--set", help="KEY=V1,V2: a matrix axis, or SECTION.KEY=VALUE.", show_default="the file"
+        ),
     ] = None,
     trust: Annotated[
         str | None,
         typer.Option(
             "--trust",
             help="HOST,HOST or 'all': record these ssh hosts' new keys first (a changed key stays refused).",
+            show_default="no new keys",
         ),
     ] = None,
 ) -> None:
-    """Expand EXPERIMENT's matrix into runs and capture each into pcaps/<run-name>/."""
+    """Expand EXPERIMENT's matrix into runs and capture each into pcaps/<run-name>/.
+
+    Example experiment files: tracecore/runners/examples/ (runners/examples/ in a checkout).
+
+    \b
+    Examples:
+      $ tracecore run experiment.toml --dry-run
+    """
     from tracecore.runners.execute import run_experiment
 
     def progress(message: str) -> None:

@@ -115,6 +115,7 @@ def test_examples_are_everywhere() -> None:
         "report",
         "init",
         "demo",
+        "run",
         "model scaling",
         "model optimus",
     }
@@ -123,10 +124,12 @@ def test_examples_are_everywhere() -> None:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """pcaps/RUN (the embedded sample), capture.pcap, and ./tracecore-data ingested from pcaps/."""
+    """pcaps/RUN (the embedded sample), capture.pcap, experiment.toml (an example experiment), and
+    ./tracecore-data ingested from pcaps/."""
     root = tmp_path_factory.mktemp("examples")
     shutil.copytree(sample_run(), root / "pcaps" / SAMPLE_RUN)
     shutil.copy(sample_run() / "worker-0-tcpdump.pcap", root / "capture.pcap")
+    shutil.copy(REPO / "runners" / "examples" / "ddp_loss_sweep.toml", root / "experiment.toml")
     from tracecore.ingest import ingest
 
     assert not ingest([root / "pcaps"], root / "tracecore-data", jobs=1).failed
