@@ -34,7 +34,6 @@ except ImportError as err:  # pragma: no cover - the error names the extra to in
     raise ClusterError("--scheduler needs Dask distributed: pip install 'tracecore[dask]'") from err
 
 PROGRESS_TOPIC = "tracecore-ingest-progress"
-CONNECT_TIMEOUT_S = 30.0
 CANCEL_CHECK_S = 0.5  # how often a task asks the scheduler whether its ingest was cancelled
 
 
@@ -78,9 +77,10 @@ def lost_capture(err: BaseException) -> str | None:
 
 
 def connect(scheduler: str) -> distributed.Client:
-    """A client of the scheduler at `scheduler`, or a ClusterError in one line."""
+    """A client of the scheduler at `scheduler`, or a ClusterError in one line after Dask's
+    `distributed.comm.timeouts.connect` (30 s; e.g. DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s)."""
     try:
-        return distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        return distributed.Client(scheduler, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as err:
         raise ClusterError(f"cannot reach the Dask scheduler at {scheduler}: {err}") from err
 
