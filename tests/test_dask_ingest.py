@@ -13,19 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dask_support import dask_processes, inputs, snapshot, visible_parts
+from tests.test_dask_support import dask_processes, inputs, reference, snapshot, visible_parts
 from tracecore.errors import IngestCancelledError
 from tracecore.ingest import ingest
 from tracecore.ingest.control import IngestControl
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    """The inputs ingested on threads of this process: the catalog every cluster must reproduce."""
-    out = tmp_path_factory.mktemp("threads") / "data"
-    summary = ingest(inputs(), out, jobs=2)
-    assert {c.status for c in summary.captures} == {"ingested", "failed", "partial"}
-    return out, snapshot(out)
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +33,11 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory):
         yield cluster
 
 
-def test_local_cluster_of_two_processes_gives_the_threads_catalog(
-    reference: tuple[Path, dict], local_cluster, tmp_path: Path
-) -> None:
+def test_local_cluster_of_two_processes_gives_the_threads_catalog(local_cluster, tmp_path: Path) -> None:
     ticks: list[int] = []
     control = IngestControl(lambda nbytes, packets: ticks.append(packets))
     summary = ingest(inputs(), tmp_path / "data", scheduler=local_cluster.scheduler_address, control=control)
-    assert snapshot(tmp_path / "data") == reference[1]
+    assert snapshot(tmp_path / "data") == reference()
     # every packet read on the workers reached this ingest's progress callback
     assert sum(ticks) == summary.packets == sum(c.packets for c in summary.captures) > 0
     assert not (tmp_path / "data" / ".staging").exists()
@@ -56,17 +45,15 @@ def test_local_cluster_of_two_processes_gives_the_threads_catalog(
     assert on_disk == listed
 
 
-def test_scheduler_and_two_worker_processes_over_tcp_give_the_threads_catalog(
-    reference: tuple[Path, dict], tmp_path: Path
-) -> None:
+def test_scheduler_and_two_worker_processes_over_tcp_give_the_threads_catalog(tmp_path: Path) -> None:
     with dask_processes(tmp_path / "dask", [{}, {}]) as cluster:
         assert len(set(cluster.worker_pids.values())) == 2
         summary = ingest(inputs(), tmp_path / "data", scheduler=cluster.address)
-        assert snapshot(tmp_path / "data") == reference[1]
+        assert snapshot(tmp_path / "data") == reference()
         again = ingest(inputs(), tmp_path / "data", scheduler=cluster.address)
     assert summary.packets == sum(c.packets for c in summary.captures)
     assert {c.status for c in again.captures} == {"unchanged", "failed"}  # failed ones are re-read
-    assert snapshot(tmp_path / "data") == reference[1]
+    assert snapshot(tmp_path / "data") == reference()
 
 
 def test_a_cancelled_cluster_ingest_commits_nothing(local_cluster, tmp_path: Path) -> None:

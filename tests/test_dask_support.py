@@ -8,12 +8,16 @@ every process is killed and reaped on the way out.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,8 +45,29 @@ def inputs() -> list[Path]:
     return [sample_root(), both_directions_root(), *(CORPUS / f for f in CORPUS_FILES)]
 
 
-def snapshot(out: Path) -> dict[str, list[tuple]]:
-    """Every table the catalog holds and every view's whole output, rows sorted."""
+def reference(part_numbers: bool = True) -> dict[str, list[tuple]]:
+    """The snapshot of the inputs ingested on threads of this process: what every cluster must give."""
+    return snapshot(reference_dir(), part_numbers)
+
+
+@functools.cache
+def reference_dir() -> Path:
+    """The inputs ingested on threads of this process, once per session (removed at exit)."""
+    from tracecore.ingest import ingest
+
+    out = Path(tempfile.mkdtemp(prefix="tracecore-dask-ref-"))
+    atexit.register(shutil.rmtree, out, True)
+    summary = ingest(inputs(), out / "data", jobs=2)
+    assert {c.status for c in summary.captures} == {"ingested", "failed", "partial"}
+    return out / "data"
+
+
+def snapshot(out: Path, part_numbers: bool = True) -> dict[str, list[tuple]]:
+    """Every table the catalog holds and every view's whole output, rows sorted.
+
+    Without `part_numbers`, part files are compared by folder: a dataset built in two ingests
+    numbers its parts in commit order.
+    """
     from tracecore.ingest import open_catalog
     from tracecore.views import view_names
 
@@ -53,6 +78,8 @@ def snapshot(out: Path) -> dict[str, list[tuple]]:
         for table in ("_files", "workers", "captures", "runs"):
             skip = VOLATILE.get(table)
             cols = f"* EXCLUDE ({', '.join(skip)})" if skip else "*"
+            if table == "_files" and not part_numbers:
+                cols += " REPLACE (regexp_replace(path, 'part-[0-9]+', 'part-N') AS path)"
             snap[table] = con.execute(f"SELECT {cols} FROM {table} ORDER BY ALL").fetchall()
         for view in view_names():
             snap[view] = con.execute(f"SELECT * FROM {view} ORDER BY ALL").fetchall()

@@ -88,14 +88,14 @@ def results_from(
 
 
 def attempt(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
-    """One attempt at a task, in a staging folder of its own (`<index>-<attempt id>`).
+    """One attempt at a task, in a staging folder of its own (`<ingest's stage>.<index>-<attempt id>`).
 
     Why: an executor may run a task again while (or after) an earlier attempt wrote parts; with a
     folder per attempt the result names only its own parts, and the others are debris that the
-    ingest's staging cleanup removes. The folder is made without parents, so an attempt that starts
-    after its ingest ended (and removed the staging) fails instead of writing into a dataset.
+    ingest's staging cleanup removes. The folder is made beside the ingest's stage, without parents,
+    so an attempt that starts after its ingest ended (and removed the staging) fails instead.
     """
-    stage = Path(task.stage_dir) / f"{task.index:06d}-{uuid.uuid4().hex[:12]}"
+    stage = Path(f"{task.stage_dir}.{task.index:06d}-{uuid.uuid4().hex[:12]}")
     try:
         stage.mkdir()
     except OSError as err:
