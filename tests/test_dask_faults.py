@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -92,3 +94,38 @@ def test_captures_that_kill_their_workers_end_as_failed_captures_not_a_crash(tmp
         again = ingest(inputs(), out, scheduler=cluster.address)  # the one worker left reads them
     assert sorted((c.run, c.file) for c in again.captures if c.status == "ingested") == lost
     assert snapshot(out, part_numbers=False) == reference(part_numbers=False)
+
+
+def test_ctrl_c_cancels_the_clusters_futures_and_commits_nothing(tmp_path: Path) -> None:
+    from distributed import Client
+
+    out = tmp_path / "data"
+    with dask_processes(tmp_path / "dask", [_pausing(tmp_path), {}]) as cluster:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tracecore", "ingest", *map(str, inputs()), "--out", str(out), "-q"],
+            cwd=tmp_path,
+            env={**os.environ, "TRACECORE_SCHEDULER": cluster.address},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + BOUND_S
+        while not (tmp_path / "paused").is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()  # w0 holds its capture: the ingest waits
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=BOUND_S)
+        with Client(cluster.address, set_as_default=False) as client:
+            deadline = time.monotonic() + BOUND_S
+            while client.run_on_scheduler(_task_count) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert client.run_on_scheduler(_task_count) == 0  # every future was cancelled
+    assert proc.returncode == 130
+    assert err.strip().splitlines() == ["Interrupted; nothing half-written was kept."]
+    assert not (out / ".staging").exists()
+    assert not (out / "tracecore.duckdb").exists()
+
+
+def _task_count(dask_scheduler: object) -> int:
+    """Tasks the scheduler still holds (Dask passes itself by this parameter's name)."""
+    return len(dask_scheduler.tasks)  # type: ignore[attr-defined]
