@@ -16,7 +16,10 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.test_dask_support import dask_processes, inputs, reference, snapshot, visible_parts
+from tracecore.errors import ClusterError
 from tracecore.ingest import IngestSummary, ingest
 
 BOUND_S = 60.0
@@ -129,3 +132,48 @@ def test_ctrl_c_cancels_the_clusters_futures_and_commits_nothing(tmp_path: Path)
 def _task_count(dask_scheduler: object) -> int:
     """Tasks the scheduler still holds (Dask passes itself by this parameter's name)."""
     return len(dask_scheduler.tasks)  # type: ignore[attr-defined]
+
+
+def test_a_scheduler_lost_mid_ingest_is_one_cluster_error_and_the_dataset_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    import dask
+
+    out = tmp_path / "data"
+    box: dict[str, BaseException] = {}
+    with dask_processes(tmp_path / "dask", [_pausing(tmp_path), {}]) as cluster:
+
+        def run() -> None:
+            try:
+                with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+                    ingest(inputs(), out, scheduler=cluster.address)
+            except BaseException as err:
+                box["error"] = err
+
+        thread = threading.Thread(target=run, name="ingest")
+        thread.start()
+        deadline = time.monotonic() + BOUND_S
+        while not (tmp_path / "paused").is_file() and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        scheduler = cluster.procs[0]
+        os.kill(scheduler.pid, signal.SIGKILL)
+        scheduler.wait(timeout=BOUND_S)
+        thread.join(BOUND_S)
+    assert not thread.is_alive()
+    assert isinstance(box.get("error"), ClusterError), box
+    assert str(box["error"]).startswith(f"lost the Dask scheduler at {cluster.address}: ")
+    assert not (out / "tracecore.duckdb").exists()
+    assert not (out / ".staging").exists()
+
+
+def test_a_scheduler_without_workers_is_one_cluster_error(tmp_path: Path) -> None:
+    import dask
+
+    with (
+        dask_processes(tmp_path / "dask", []) as cluster,
+        dask.config.set({"distributed.comm.timeouts.connect": "2s"}),
+        pytest.raises(ClusterError) as err,
+    ):
+        ingest(inputs(), tmp_path / "data", scheduler=cluster.address)
+    assert str(err.value) == f"the Dask scheduler at {cluster.address} has no workers"
+    assert not (tmp_path / "data" / "tracecore.duckdb").exists()

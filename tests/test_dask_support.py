@@ -158,7 +158,8 @@ def dask_processes(
                 f"w{i}",
             )
         with Client(address, set_as_default=False) as client:
-            client.wait_for_workers(len(worker_envs), timeout=START_S)
+            if worker_envs:
+                client.wait_for_workers(len(worker_envs), timeout=START_S)
             pids = client.run(os.getpid)
             names = {a: w["name"] for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
         yield DaskProcesses(address, {names[a]: pid for a, pid in pids.items()}, procs)

@@ -20,6 +20,7 @@ import queue
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 
 from tracecore.errors import ClusterError
@@ -27,8 +28,12 @@ from tracecore.ingest import testpause
 from tracecore.ingest.control import IngestControl
 from tracecore.ingest.executor import POLL_S, results_from
 from tracecore.ingest.writer import CaptureResult, CaptureTask
+from tracecore.schema import SCHEMA_VERSION
+from tracecore.version import __version__
 
 try:
+    import dask.config
+    import dask.utils
     import distributed
 except ImportError as err:  # pragma: no cover - the error names the extra to install
     raise ClusterError("--scheduler needs Dask distributed: pip install 'tracecore[dask]'") from err
@@ -83,6 +88,32 @@ def connect(scheduler: str) -> distributed.Client:
         raise ClusterError(f"cannot reach the Dask scheduler at {scheduler}: {err}") from err
 
 
+def worker_versions() -> tuple[str, int]:
+    """(tracecore version, schema version) of the process it runs in: a worker's, via `Client.run`."""
+    return __version__, SCHEMA_VERSION
+
+
+def check_workers(client: distributed.Client, scheduler: str) -> None:
+    """Refuse a cluster without workers (none within Dask's connect timeout) or whose workers run
+    another tracecore: their parts would carry another format than the catalog this driver writes."""
+    try:
+        wait_s = dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+        client.wait_for_workers(1, timeout=wait_s)
+        versions = client.run(worker_versions)
+    except TimeoutError as err:
+        raise ClusterError(f"the Dask scheduler at {scheduler} has no workers") from err
+    except Exception as err:  # a worker cannot unpickle tracecore's function: not installed there
+        raise ClusterError(f"the Dask workers of {scheduler} cannot run tracecore: {err}") from err
+    wrong = sorted(
+        f"{w} ({v[0]}, schema {v[1]})" for w, v in versions.items() if tuple(v) != worker_versions()
+    )
+    if wrong:
+        raise ClusterError(
+            f"Dask workers run another tracecore than this one ({__version__}, schema {SCHEMA_VERSION}): "
+            + ", ".join(wrong)
+        )
+
+
 def on_cluster(
     scheduler: str, tasks: list[CaptureTask], control: IngestControl, tick: Callable[[int, int], None]
 ) -> Iterator[CaptureResult]:
@@ -108,6 +139,11 @@ def on_cluster(
                 return
 
     client = connect(scheduler)
+    try:
+        check_workers(client, scheduler)
+    except BaseException:
+        client.close()
+        raise
     cancel = distributed.Event(cancel_event(ingest_id), client=client)
     finished = False
     try:
@@ -116,14 +152,22 @@ def on_cluster(
         yield from results_from(pool, tasks, ClusterChannel(ingest_id), control.stop, poll, lost_capture)
         poll()
         finished = not control.cancelled
-    except (OSError, distributed.comm.CommClosedError) as err:
-        raise ClusterError(f"lost the Dask scheduler at {scheduler}: {err}") from err
+    except (OSError, CancelledError, distributed.comm.CommClosedError) as err:
+        if control.cancelled:
+            raise
+        raise ClusterError(f"lost the Dask scheduler at {scheduler}: {err or type(err).__name__}") from err
     finally:
         try:
-            if not finished:
-                cancel.set()
-                time.sleep(2 * CANCEL_CHECK_S + POLL_S)  # running attempts see it, then it is removed
-            cancel.clear()
-            client.unsubscribe_topic(PROGRESS_TOPIC)
+            if client.status == "running":  # a lost scheduler holds neither the event nor the topic
+                _stop_attempts(client, cancel, stop=not finished)
         finally:
             client.close()
+
+
+def _stop_attempts(client: distributed.Client, cancel: distributed.Event, stop: bool) -> None:
+    """Let running attempts see the cancel (when `stop`), then remove this ingest's event and topic."""
+    if stop:
+        cancel.set()
+        time.sleep(2 * CANCEL_CHECK_S + POLL_S)  # every running attempt checks it once more
+    cancel.clear()
+    client.unsubscribe_topic(PROGRESS_TOPIC)
