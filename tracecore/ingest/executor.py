@@ -38,17 +38,9 @@ def run_tasks(
     threads: int,
     control: IngestControl,
     tick: Callable[[int, int], None],
-    scheduler: str | None = None,
 ) -> Iterator[CaptureResult]:
-    """Results as tasks finish (any order), tasks started in the order given; none after a cancel.
-
-    With `scheduler` (a Dask scheduler's address) the tasks run on that cluster's workers.
-    """
-    if scheduler is not None:
-        from tracecore.ingest.cluster import on_cluster  # imports `distributed`: only when asked
-
-        yield from on_cluster(scheduler, tasks, control, tick)
-    elif procs > 1 and len(tasks) > 1:
+    """Results as tasks finish (any order), tasks started in the order given; none after a cancel."""
+    if procs > 1 and len(tasks) > 1:
         yield from _in_processes(tasks, procs, threads, control, tick)
     else:
         yield from _in_threads(tasks, threads, control, tick)

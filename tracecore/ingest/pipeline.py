@@ -309,7 +309,13 @@ def _read_all(
             if control.on_progress is not None:
                 control.on_progress(nbytes, packets)
 
-        for res in executor.run_tasks(tasks, procs, jobs, control, tick, scheduler):
+        if scheduler is not None:
+            from tracecore.ingest.cluster import on_cluster  # imports `distributed`: only when asked
+
+            done = on_cluster(scheduler, tasks, control, tick)
+        else:
+            done = executor.run_tasks(tasks, procs, jobs, control, tick)
+        for res in done:
             results[res.index] = res
             bar.file_done()
             testpause.pause("reading")
