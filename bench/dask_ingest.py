@@ -2,6 +2,7 @@
 
     python -m bench.dask_ingest                       # 8 runs x 4 captures x 128 MB (4 GB), 3 repeats
     python -m bench.dask_ingest --runs 8 --capture-mb 32 --repeats 2 --tiny 32
+    python -m bench.dask_ingest --commit-files 1000,10000,100000   # only the commit's cost per file
 
 Why two workloads: the large one (real sample records repeated later in time, as the tests'
 `repeat_pcap` does) says whether the cluster keeps the local throughput; the tiny one (`--tiny` runs
@@ -10,7 +11,9 @@ of one small capture each) says what a task costs the cluster beyond the work it
 thread each, started once (its start-up is reported apart). Modes alternate within each repeat so
 that load from other jobs on the machine falls on both. Inputs are hard links of one set of 4
 captures (one per worker), so the page cache holds them for both modes alike. Writes a Markdown
-table to --results (default bench/results/dask-ingest.md).
+table to --results (default bench/results/dask-ingest.md). `--commit-files` instead times the one
+step a cluster cannot spread, the driver's catalog commit, for datasets of that many part files (symbolic
+links of one real part, so only the catalog's size grows).
 """
 
 from __future__ import annotations
@@ -70,6 +73,40 @@ def timed(paths: list[Path], out: Path, scheduler: str | None) -> tuple[float, i
     return wall, summary.packets
 
 
+def commit_costs(counts: list[int]) -> list[str]:
+    """Markdown rows: seconds of a catalog commit (draft prepared beforehand) per number of part files."""
+    import pyarrow as pa
+
+    from tracecore.ingest import layout
+    from tracecore.ingest.catalog import CatalogDraft, load_state
+
+    rows = []
+    for count in counts:
+        root = Path(tempfile.mkdtemp(prefix="tracecore-commit-bench-"))
+        try:
+            out = root / "data"
+            ingest([sample_run()], out, jobs=2)
+            state = load_state(out)
+            first = state.rows("_files")[0]
+            folder = (out / first["path"]).parent
+            files = []
+            for i in range(count):
+                rel = f"{folder.relative_to(out).as_posix()}/part-{1_000_000 + i}.parquet"
+                os.symlink(out / first["path"], out / rel)  # ext4 allows 65,000 hard links
+                files.append({**first, "path": rel})
+            state.tables["_files"] = pa.Table.from_pylist(files, schema=state.tables["_files"].schema)
+            draft = CatalogDraft(out).prepare()
+            start = time.perf_counter()
+            draft.commit(state)
+            seconds = time.perf_counter() - start
+            size = (out / layout.CATALOG_NAME).stat().st_size
+            rows.append(f"| {count:,} | {seconds:.2f} | {seconds / count * 1e6:.0f} | {size / 1e6:.1f} |")
+            print(rows[-1], flush=True)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=8)
@@ -77,7 +114,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tiny", type=int, default=32, help="one-capture runs for the per-task cost")
     parser.add_argument("--results", type=Path, default=REPO / "bench" / "results" / "dask-ingest.md")
+    parser.add_argument("--commit-files", help="comma-separated part-file counts: time only the commit")
     args = parser.parse_args()
+    if args.commit_files:
+        rows = commit_costs([int(n) for n in args.commit_files.split(",")])
+        when = f"{time.strftime('%Y-%m-%d %H:%M %Z')}, load {os.getloadavg()[0]:.1f}"
+        command = f"python -m bench.dask_ingest --commit-files {args.commit_files}"
+        head = ["", "## Catalog commit vs part files", "", f"`{command}`; {when}."]
+        head += ["", "| part files | commit s | µs per file | catalog MB |", "|---|---|---|---|"]
+        text = "\n".join(head + rows) + "\n"
+        print(text)
+        with open(args.results, "a", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     from distributed import LocalCluster
 
     root = Path(tempfile.mkdtemp(prefix="tracecore-dask-bench-"))
