@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from tracecore.cli.common import boundary
-from tracecore.cli.options import DatasetOut
+from tracecore.cli.options import DatasetOut, Scheduler
 
 from tracecore.errors import ExitCode
 
@@ -50,6 +50,7 @@ def ingest(
         bool, typer.Option("--json", help="Print a machine-readable summary on stdout.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    scheduler: Scheduler = None,
 ) -> None:
     """Ingest captures (one folder per run, one capture per worker) into partitioned Parquet + DuckDB.
 
@@ -69,6 +70,7 @@ def ingest(
         force=force,
         progress=not quiet and not as_json and sys.stderr.isatty(),
         wait_s=wait,
+        scheduler=scheduler,
     )
     if as_json:
         typer.echo(json.dumps(summary.to_json(), indent=2))

@@ -1,4 +1,5 @@
-"""The options the commands share, declared once: dataset, runs, format, output file, row limit, figure.
+"""The options the commands share, declared once: dataset, runs, format, output file, row limit, figure,
+Dask scheduler.
 
 Why one module: a user learns `--data`, `--run`, `--format`, `--out` and `--limit` once and they mean
 the same on every command, with the same help and defaults.
@@ -70,5 +71,14 @@ Figure = Annotated[
         callback=_figure,
         help="Also save the figure: .png, .svg, .html or .json.",
         show_default="none",
+    ),
+]
+Scheduler = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        envvar="TRACECORE_SCHEDULER",
+        help="Dask scheduler (tcp://HOST:8786): run the work on its cluster (pip install 'tracecore[dask]').",
+        show_default="this machine",
     ),
 ]

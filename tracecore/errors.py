@@ -80,6 +80,10 @@ class DatasetVersionError(DatasetError):
     never overwritten, not even by `ingest --force`."""
 
 
+class ClusterError(TracecoreError):
+    """A Dask cluster cannot be used: its scheduler is unreachable or lost, or `distributed` is missing."""
+
+
 class IngestCancelledError(TracecoreError):
     """An ingest was cancelled through its IngestControl before it committed anything."""
 

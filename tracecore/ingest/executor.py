@@ -8,7 +8,10 @@ nothing to start. Processes pay ~1-2 s each (imports, numba cache) and are used 
 on many cores (see pipeline.POOL_MIN_BYTES). Workers are spawned (not forked: the parent already runs
 DuckDB and Arrow threads), die with the parent (PR_SET_PDEATHSIG), and stream (bytes, packets) ticks
 over their pool's queue for the progress bar. A broken pool falls back to threads. `results_from`
-drives any `concurrent.futures.Executor`, so other executors (e.g. a cluster's) plug in the same way.
+drives any `concurrent.futures.Executor`, so other executors plug in the same way: a Dask cluster's
+(`cluster.py`, `ingest(..., scheduler=...)`). Every task attempt writes into a folder of its own
+(`attempt`), so an executor that runs a task twice (Dask after a lost worker) never mixes two
+attempts' parts: the commit takes only the parts the returned result lists.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue as queue_mod
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+from pathlib import Path
 
 from tracecore.ingest.control import IngestControl, LocalChannel, TaskChannel, WorkerChannel, init_worker
 from tracecore.ingest.writer import CaptureResult, CaptureTask, ingest_capture
@@ -46,22 +52,47 @@ def results_from(
     channel: TaskChannel,
     stop: threading.Event,
     poll: Callable[[], None] | None = None,
+    lost: Callable[[BaseException], str | None] | None = None,
 ) -> Iterator[CaptureResult]:
     """Submit every task to `executor` and yield results as they finish, until `stop` is set.
 
-    `poll` runs every POLL_S while waiting (None: block until the next result).
+    `poll` runs every POLL_S while waiting (None: block until the next result). `lost` names the
+    task errors that fail only their capture (it returns the capture's message, or None to raise).
     """
-    pending = {executor.submit(ingest_capture, t, channel) for t in tasks}
+    pending = {executor.submit(attempt, t, channel): t for t in tasks}
     try:
         while pending and not stop.is_set():
-            done, pending = wait(pending, timeout=POLL_S if poll else None, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, timeout=POLL_S if poll else None, return_when=FIRST_COMPLETED)
             if poll is not None:
                 poll()
             for fut in done:
-                yield fut.result()
+                task = pending.pop(fut)
+                try:
+                    yield fut.result()
+                except Exception as err:
+                    message = lost(err) if lost is not None else None
+                    if message is None:
+                        raise
+                    yield CaptureResult(task.index, error=message)
     finally:
         for fut in pending:
             fut.cancel()
+
+
+def attempt(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
+    """One attempt at a task, in a staging folder of its own (`<ingest's stage>.<index>-<attempt id>`).
+
+    Why: an executor may run a task again while (or after) an earlier attempt wrote parts; with a
+    folder per attempt the result names only its own parts, and the others are debris that the
+    ingest's staging cleanup removes. The folder is made beside the ingest's stage, without parents,
+    so an attempt that starts after its ingest ended (and removed the staging) fails instead.
+    """
+    stage = Path(f"{task.stage_dir}.{task.index:06d}-{uuid.uuid4().hex[:12]}")
+    try:
+        stage.mkdir()
+    except OSError as err:
+        return CaptureResult(task.index, error=f"cannot stage its parts: {err.strerror or err}")
+    return ingest_capture(replace(task, stage_dir=str(stage)), channel)
 
 
 def _in_threads(

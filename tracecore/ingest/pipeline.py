@@ -66,6 +66,7 @@ def ingest(
     wait_s: float = 0.0,
     parallel_min_bytes: int = POOL_MIN_BYTES,
     control: IngestControl | None = None,
+    scheduler: str | None = None,
 ) -> IngestSummary:
     """Ingest capture files / run folders / folders of runs into the dataset at `out`.
 
@@ -76,7 +77,8 @@ def ingest(
     on threads of this process; when the captures to read total `parallel_min_bytes` or more, they
     are read in `jobs // 2` worker processes instead (each keeps two cores busy: decode + encode).
     `control` cancels this ingest from another thread (IngestCancelledError, nothing committed) and
-    receives its progress ticks.
+    receives its progress ticks. `scheduler` (a Dask scheduler's address, e.g. tcp://host:8786) reads
+    the captures on that cluster's workers instead (`out` must be on a filesystem they all see).
     """
     start = time.perf_counter()
     out = Path(out) if out is not None else layout.default_data_dir()
@@ -108,7 +110,7 @@ def ingest(
         draft = _DraftOnThread(out) if plans else None
         try:
             with _no_cyclic_gc():
-                results = _read_all(plans, stage, jobs, progress, parallel_min_bytes, control)
+                results = _read_all(plans, stage, jobs, progress, parallel_min_bytes, control, scheduler)
             if control.cancelled:
                 raise IngestCancelledError(f"{out}: ingest cancelled; the dataset is unchanged")
             _commit(out, state, plans, results, summary, draft)
@@ -311,7 +313,13 @@ def _plan(run: RunSource, state: State, force: bool, summary: IngestSummary, out
 
 
 def _read_all(
-    plans: list[_RunPlan], stage: Path, jobs: int, progress: bool, min_pool: int, control: IngestControl
+    plans: list[_RunPlan],
+    stage: Path,
+    jobs: int,
+    progress: bool,
+    min_pool: int,
+    control: IngestControl,
+    scheduler: str | None = None,
 ) -> dict[int, CaptureResult]:
     """Read every changed capture into staged Parquet; results by task index."""
     tasks: list[CaptureTask] = []
@@ -335,7 +343,13 @@ def _read_all(
             if control.on_progress is not None:
                 control.on_progress(nbytes, packets)
 
-        for res in executor.run_tasks(tasks, procs, jobs, control, tick):
+        if scheduler is not None:
+            from tracecore.ingest.cluster import on_cluster  # imports `distributed`: only when asked
+
+            done = on_cluster(scheduler, tasks, control, tick)
+        else:
+            done = executor.run_tasks(tasks, procs, jobs, control, tick)
+        for res in done:
             results[res.index] = res
             bar.file_done()
             testpause.pause("reading")
