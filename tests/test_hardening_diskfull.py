@@ -45,7 +45,12 @@ def _fill(mnt: Path, leave: int) -> Path:
 
 
 @pytest.mark.parametrize("free", FREE_BYTES)
-def test_disk_full_leaves_old_or_new_and_one_line(tmp_path: Path, tmpfs: Path, free: int) -> None:
+def test_disk_full_leaves_old_or_new_and_one_line(
+    tmp_path: Path, tmpfs: Path, free: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cache of its own: an ingest on a full disk can cache a draft template that lost its views, and
+    # the session's shared template must not be it (every later ingest of the session would copy it).
+    monkeypatch.setenv("TRACECORE_CACHE_DIR", str(tmp_path / "cache"))
     run = copy_run(tmp_path / "src")
     out = tmpfs / "data"
     assert not ingest([run], out, jobs=1).failed
