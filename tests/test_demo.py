@@ -23,7 +23,7 @@ def test_demo_library_finds_the_gloo_ring(tmp_path: Path) -> None:
         assert 0.95 < row["ratio"] < 1.10
     matrix = {r["from"]: r for r in result.tables["flow_matrix"].to_pylist()}
     assert matrix["W1"]["W4"] > 10 * matrix["W1"]["W2"]
-    assert result.report is not None
+    assert result.report == tmp_path / "demo" / "report" / "index.html"
     assert result.report.is_file()
     assert result.report.stat().st_size > 100_000  # self-contained: the chart runtime is inline
 

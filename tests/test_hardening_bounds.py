@@ -53,7 +53,7 @@ def test_the_same_bin_over_a_short_window_runs() -> None:
     finally:
         con.close()
     assert set(fine["bin_ns"].to_pylist()) == {10_000}
-    assert sum(fine["bytes"].to_pylist()) > 0
+    assert sum(fine["bytes"].to_pylist()) == 256  # dpkt: 4 worker-to-worker frames in the first 100 ms
     assert fine.num_rows <= 12 * (10**8 // 10_000 + 2)
 
 

@@ -81,8 +81,8 @@ def test_changed_capture_replaces_its_partition_only(tmp_path: Path) -> None:
     assert set(new_parts) == _live(out) | retired_parts(out)  # no leftovers
     assert {p.split("/")[2] for p in retired_parts(out)} == {"worker=W2"}
     changed = [p for p in _live(out) if "worker=W2" in p]
-    assert changed
-    assert changed[0] not in parts
+    assert len(changed) == 2  # dense + nullable: the first 1000 records hold 3 ARP frames (tshark)
+    assert not set(changed) & set(parts)
     assert all(parts[p] == new_parts[p] for p in new_parts if "worker=W2" not in p)
 
 

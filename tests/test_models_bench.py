@@ -60,7 +60,9 @@ def test_traffic_model_on_bench_runs(dataset: Path, tmp_path: Path) -> None:
     # 7 loss-free configurations; model size and batch size vary, framework/backend/topology do not.
     assert fit["n_runs"] == NORMAL_RUNS
     assert set(coef) == {"const", "model_size_mb", "batch_size_16", "batch_size_32"}
-    assert fit["r2"] > 0.99
+    # The gradient fixes the payload per step; only ACK and header counts vary from run to run, so
+    # model size explains all but a few parts per million (0.999992 on one generated matrix).
+    assert fit["r2"] > 0.9999
     # Physics: 4 ranks each send 2(N−1)/N = 1.5 × the gradient bytes per step, 6 × in all, plus L2–L4
     # headers and ACKs (a few %). Batch size does not change the gradient, so its terms are ~0.
     slope = coef["model_size_mb"]
@@ -85,7 +87,10 @@ def test_scaling_puts_measured_wire_bytes_beside_the_ring_model(dataset: Path) -
         assert row["allreduce_bytes"] == 8 * 2 * 4 * row["n_params"] * 3 / 4
         # The wire adds Ethernet/IP/TCP headers and ACKs: a few % to ~25 % for the smallest model.
         assert 1.0 < row["wire_over_model"] < 1.3, row["run"]
-        assert row["wire_gbit_s_over_epoch"] > 0
+        # A rate over a measured epoch varies run to run; its value is the measured bytes over that time.
+        assert row["wire_gbit_s_over_epoch"] == pytest.approx(
+            row["wire_bytes"] * 8 / (row["epoch_time_s"] * 1e9), rel=1e-12
+        )
         assert row["strong_speedup"] is None  # no 1-worker runs to compare with
 
 

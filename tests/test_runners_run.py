@@ -11,6 +11,7 @@ import pytest
 from tracecore.cli.app import app
 from typer.testing import CliRunner
 
+from bench._deps import ensure_torch
 from tests.conftest import netns_made_by, require_tool
 from tests.test_runners_launchers import RunnerSnapshot
 from tracecore.ingest.runname import parse_run_name
@@ -99,7 +100,10 @@ def test_real_two_run_matrix_on_netns(tmp_path: Path) -> None:
     """gloo DDP, 2 workers, 0 % and 1 % loss: run folders, run.toml, sanity check, resume, ingest."""
     for tool in ("ip", "tcpdump", "ethtool", "nft"):
         require_tool(tool)
-    import torch  # a hard requirement of this test (bench/requirements.txt), never a skip
+    # torch is a hard requirement of this test, never a skip: installed here as the bench installs it
+    # (bench/requirements.txt), so the test does not depend on a bench test having run before it
+    ensure_torch()
+    import torch
 
     out = tmp_path / "pcaps"
     exp = tmp_path / "tiny.toml"

@@ -83,8 +83,9 @@ def test_ping_capture_sender_only_and_both_directions(tmp_path: Path) -> None:
     assert st0.captured == 6
     assert st0.dropped_by_kernel == 0
     assert st1.dropped_by_kernel == 0
-    assert st1.captured is not None
-    assert st1.captured >= 10
+    # tcpdump's count is the frames in the file: the 10 ICMP packets plus ARP frames, how many of those
+    # depends on neighbour-cache timing (a request and a reply at least)
+    assert st1.captured == len(_frame_lengths(tmp_path / "w1.pcap")) >= 12
 
 
 def _tx_bytes(tb: Testbed, i: int) -> int:
