@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint system-deps kernels bench bench-captures mutants clean
+.PHONY: demo test test-shuffled lint system-deps kernels bench bench-captures mutants clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -28,6 +28,11 @@ lint: $(STAMP)
 
 test: $(STAMP) system-deps kernels lint
 	$(VENV)/bin/pytest
+
+# The same suite in a random order (pytest-randomly; the seed is printed and
+# `.venv/bin/pytest -p randomly --randomly-seed=N` repeats it): no test may depend on another's order.
+test-shuffled: $(STAMP) system-deps kernels
+	$(VENV)/bin/pytest -p randomly
 
 # Opt-in, slow: generate real captures (GBs) and run the peer benchmark.
 bench-captures: $(STAMP) system-deps
