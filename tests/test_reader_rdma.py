@@ -324,3 +324,58 @@ def test_jit_and_ahead_of_time_kernels_agree_on_the_rdma_corpus(corpus: Path) ->
     assert (out["0"][0], out["1"][0]) == ("aot", "jit")
     assert out["0"][1:] == out["1"][1:]
     assert len(out["0"]) == len(files) + 1
+
+
+def test_read_names_roce_operations_and_tunnels(corpus: Path) -> None:
+    """`tracecore read` shows RoCE and tunnel packets as a person recognises them: operation and QP
+    (tshark's Info words: 'RC RDMA Write Only QP=0x000027'), VNI and the inner addresses."""
+    from tracecore.cli.app import app
+    from typer.testing import CliRunner
+
+    def table(name: str, *args: str) -> list[str]:
+        result = CliRunner().invoke(app, ["read", str(corpus / name), *args])
+        assert result.exit_code == 0, result.output
+        return [line.split(None, 2)[2] for line in result.stdout.splitlines()[1:]]  # from the addresses on
+
+    assert table("scapy_roce_hexcaps.pcap") == [
+        f"{'10.0.17.1':<39} {'10.0.18.1':<39} RoCEv2   0 → 4791      74     CNP QP=0x000118 PSN=0",
+        f"{'RoCE':<8} {'':<13} 94     RC RDMA Write Only QP=0x00010a PSN=10979516",
+        f"{'RoCE':<8} {'':<13} 74     RC Acknowledge QP=0x000109 PSN=10979520",
+    ]
+    assert table("tcpdump_vxlan.pcap", "--limit", "2") == [
+        f"{'192.168.203.1':<39} {'192.168.202.1':<39} VXLAN    45149 → 4789  148    VXLAN VNI=100"
+        " 192.168.203.3 → 192.168.203.5",
+        f"{'192.168.202.1':<39} {'192.168.203.1':<39} VXLAN    42710 → 4789  92     VXLAN VNI=100",
+    ]
+    assert table("tcpdump_geneve-gcp.pcap")[0].endswith(
+        "Geneve VNI=0 192.168.100.2:2905 → 192.168.100.1:8080"
+    )
+    lines = table("linlinw5_nccl_ring2_node0.pcap")
+    infos = {line.split(" QP=")[0].rsplit("  ", 1)[-1].strip() for line in lines if "QP=" in line}
+    assert infos == {
+        "RC RDMA Write Only",
+        "RC RDMA Write Only Immediate",
+        "RC Acknowledge",
+        "RC RDMA Write First",
+        "RC RDMA Write Middle",
+        "RC RDMA Write Last Immediate",
+    }
+
+
+@pytest.mark.parametrize("name", IB_FILES)
+def test_operation_names_are_tsharks(corpus: Path, name: str) -> None:
+    """opcode_name + QP is tshark's Info column for every RoCE packet but the CM MADs (tshark decodes
+    the management datagram instead) and the CNP (tshark 4.0: 'Unknown OpCode')."""
+    from tracecore.reader.names import opcode_name
+
+    rows, _ = read(corpus / name)
+    for e in tsv(name, "ib"):
+        row = rows[int(e["frame.number"]) - 1]
+        info = e["_ws.col.Info"].removesuffix(" [Malformed Packet]").strip()
+        if info.startswith(("CM: ", "Unknown OpCode")):
+            assert row["rdma_opcode"] in (0x64, 0x81), (name, e["frame.number"])
+            continue
+        assert f"{opcode_name(row['rdma_opcode'])} QP=0x{row['rdma_dest_qp']:06x}" == info, (
+            name,
+            e["frame.number"],
+        )

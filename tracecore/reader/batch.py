@@ -182,7 +182,18 @@ class Columns:
 
 
 def _nulls(fields: list[pa.Field], n: int) -> list[pa.Array]:
-    return [pa.nulls(n, f.type) for f in fields]
+    """All-null columns sharing one zeroed buffer: numpy's calloc leaves its pages untouched, where
+    `pa.nulls` writes every one (9 ms a million-row batch for the fifteen layer columns)."""
+    zeros = pa.py_buffer(np.zeros(n * 4, np.uint8))  # enough for the widest, 32-bit, values
+    validity = pa.py_buffer(np.zeros((n + 7) // 8, np.uint8))
+    out = []
+    for f in fields:
+        if pa.types.is_dictionary(f.type):
+            idx = pa.Array.from_buffers(f.type.index_type, n, [validity, zeros], null_count=n)
+            out.append(pa.DictionaryArray.from_arrays(idx, pa.array([], f.type.value_type)))
+        else:
+            out.append(pa.Array.from_buffers(f.type, n, [validity, zeros], null_count=n))
+    return out
 
 
 def _bitmap(valid: np.ndarray) -> pa.Buffer | None:

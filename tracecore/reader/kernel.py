@@ -321,7 +321,14 @@ def _no_tn():
 def _no_ip(known):
     z = U64(0)
     i = np.int64(0)
-    return (known, i, i, i, i, i, i, i, i, z, z, z, z, i, _no_rd(), _no_tn())
+    return (known, i, i, i, i, i, i, i, i, z, z, z, z, i, i, i, i)
+
+
+# What `parse` found beyond IP for `_layers` to decode (its LAYER_* code; 0: nothing).
+LAYER_ROCEV2 = 1  # a BTH at the UDP payload
+LAYER_VXLAN = 2
+LAYER_GENEVE = 3
+LAYER_ROCEV1 = 4  # a GRH, then a BTH (ethertype 0x8915)
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
@@ -510,40 +517,64 @@ def _tunnel(buf, u, end, kind):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def _udp_layers(buf, u, end, dport, ulen, vx):
-    """What a UDP payload at u carries, by destination port: a RoCEv2 BTH, a VXLAN (ports `vx`) or
-    Geneve tunnel, or nothing; (rdma fields, tunnel fields, validity bits). Not inlined: the TCP path
-    never reaches it, and its code stays out of the parse loop."""
-    if dport == ROCEV2_PORT:
-        rd, bits = _bth(buf, u, end, ulen)
-        return rd, _no_tn(), bits
-    if dport == GENEVE_PORT:
-        return _tunnel(buf, u, end, np.int64(TUNNEL_GENEVE))
-    return _tunnel(buf, u, end, np.int64(TUNNEL_VXLAN))
+def _layers(buf, layer, at, end, ulen, n, r, c8, c16, c32, keys):
+    """Decode what `parse` found beyond IP at `at` (a LAYER_* code) and write its columns to row n and
+    the inner address keys to scratch row r; returns the validity bits (abi.V_*) to add.
 
-
-@njit(nogil=True, cache=True, _nrt=False)
-def _roce_v1(buf, q, end):
-    """A RoCE v1 frame (ethertype 0x8915): the GRH at q, then the BTH; parse's tuple (no IP)."""
-    z = U64(0)
-    i = np.int64(0)
-    if q + 40 > end:
-        return (True, i, i, i, i, i, i, i, np.int64(V_RDMA_SHORT), z, z, z, z, i, _no_rd(), _no_tn())
-    if buf[q + 6] != 0x1B:  # the GRH's next header is not a BTH
-        return _no_ip(True)
-    rd, bits = _bth(buf, q + 40, end, _u16be(buf, q + 4))
-    return (True, i, i, i, i, i, i, i, bits, z, z, z, z, i, rd, _no_tn())
+    Not inlined, and called only for RoCE and tunnel packets: the TCP path neither runs nor carries
+    any of it (its values would be live across the parse loop otherwise), so it costs TCP nothing."""
+    tn = _no_tn()
+    if layer == LAYER_ROCEV2:
+        rd, bits = _bth(buf, at, end, ulen)
+    elif layer == LAYER_ROCEV1:
+        if at + 40 > end:
+            return np.int64(V_RDMA_SHORT)
+        if buf[at + 6] != 0x1B:  # the GRH's next header is not a BTH
+            return np.int64(0)
+        rd, bits = _bth(buf, at + 40, end, _u16be(buf, at + 4))
+    else:
+        rd, tn, bits = _tunnel(
+            buf, at, end, np.int64(TUNNEL_VXLAN if layer == LAYER_VXLAN else TUNNEL_GENEVE)
+        )
+    if bits & V_RDMA:
+        op, rflags, syn, rvalid, qp, psn, plen, dmalen, srcqp = rd
+        c8[RDMA_OPCODE, n] = op
+        c8[RDMA_FLAGS, n] = rflags
+        c8[RDMA_SYNDROME, n] = syn
+        c8[RDMA_VALID, n] = rvalid
+        c32[RDMA_DEST_QP, n] = qp
+        c32[RDMA_PSN, n] = psn
+        c32[RDMA_PAYLOAD_LEN, n] = plen
+        c32[RDMA_RETH_DMA_LEN, n] = dmalen
+        c32[RDMA_DETH_SRC_QP, n] = srcqp
+    if bits & V_TUNNEL:
+        kind, vni, iver, ipr, tvalid, isport, idport, is_hi, is_lo, id_hi, id_lo = tn
+        c8[TUNNEL, n] = kind
+        c8[INNER_VERSION, n] = iver
+        c8[INNER_PROTO, n] = ipr
+        c8[TUNNEL_VALID, n] = tvalid
+        c16[INNER_SRC_PORT, n] = isport
+        c16[INNER_DST_PORT, n] = idport
+        c32[VNI, n] = vni
+        keys[4, r] = is_hi
+        keys[5, r] = is_lo
+        keys[6, r] = id_hi
+        keys[7, r] = id_lo
+    return bits
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
-def _is_tunnel_port(dport, vx):
-    """Whether a UDP destination port is RoCEv2's, Geneve's or one of the VXLAN ports `vx`."""
-    if dport == ROCEV2_PORT or dport == GENEVE_PORT:  # noqa: SIM109 (plain compares, see _net_type)
-        return True
-    for i in range(vx.shape[0]):  # noqa: SIM110 (a loop numba compiles; no generator)
+def _udp_layer(dport, vx):
+    """The LAYER_* code of a UDP destination port: RoCEv2's, Geneve's, one of the VXLAN ports `vx`,
+    or 0."""
+    if dport == ROCEV2_PORT:
+        return LAYER_ROCEV2
+    if dport == GENEVE_PORT:
+        return LAYER_GENEVE
+    for i in range(vx.shape[0]):
         if vx[i] == dport:
-            return True
-    return False
+            return LAYER_VXLAN
+    return 0
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
@@ -551,7 +582,8 @@ def parse(buf, p, cap, orig, link, vx):
     """Network fields of the frame at buf[p:p+cap], as a tuple of scalars:
     (link known, ip_version (0 = none), ip_proto, ip_fragment, src_port, dst_port, tcp_flags,
     l4_payload_len, validity bits (abi.V_*), src key hi/lo, dst key hi/lo, IP TOS / traffic class,
-    rdma fields (see `_bth`), tunnel fields (see `_tunnel`)).
+    LAYER_* code, its offset, its length per the IP lengths (-1: unknown)): `_layers` decodes the
+    RoCE or tunnel headers a nonzero LAYER_* code points at.
 
     Why a tuple and not column stores: a call that takes arrays pays reference counting on
     each, per packet; this call takes only `buf`, and `_store` (inlined) writes the columns.
@@ -620,7 +652,9 @@ def parse(buf, p, cap, orig, link, vx):
         total = (plen + 40) if plen != 0 else orig - (q - p)
         payload = total - (t - q)
     elif et == 0x8915:
-        return _roce_v1(buf, q, end)
+        z = U64(0)
+        i = np.int64(0)
+        return (True, i, i, i, i, i, i, i, i, z, z, z, z, i, np.int64(LAYER_ROCEV1), q, i)
     else:
         return _no_ip(True)
     sport = np.int64(0)
@@ -628,13 +662,31 @@ def parse(buf, p, cap, orig, link, vx):
     flags = np.int64(0)
     l4 = np.int64(0)
     valid = np.int64(0)
-    rd = _no_rd()
-    tn = _no_tn()
+    layer = np.int64(0)
+    ulen = np.int64(0)
     if not first:
         if payload >= 0:
             l4 = payload
             valid = np.int64(4)
-        return True, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo, tos, rd, tn
+        return (
+            True,
+            version,
+            pr,
+            frag,
+            sport,
+            dport,
+            flags,
+            l4,
+            valid,
+            s_hi,
+            s_lo,
+            d_hi,
+            d_lo,
+            tos,
+            layer,
+            t,
+            ulen,
+        )
     if (pr == 6 or pr == 17 or pr == 132 or pr == 136) and t + 4 <= end:
         sport = _u16be(buf, t)
         dport = _u16be(buf, t + 2)
@@ -657,8 +709,9 @@ def parse(buf, p, cap, orig, link, vx):
                 d_hi,
                 d_lo,
                 tos,
-                rd,
-                tn,
+                layer,
+                t,
+                ulen,
             )
         flags = ((np.int64(buf[t + 12]) & 1) << 8) | np.int64(buf[t + 13])
         valid |= 2
@@ -670,10 +723,29 @@ def parse(buf, p, cap, orig, link, vx):
     if payload >= hdr:
         l4 = payload - hdr
         valid |= 4
-    if pr == 17 and (valid & V_PORTS) and _is_tunnel_port(dport, vx):
-        rd, tn, bits = _udp_layers(buf, t + 8, end, dport, l4 if payload >= 8 else np.int64(-1), vx)
-        valid |= bits
-    return True, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo, tos, rd, tn
+    if pr == 17 and (valid & V_PORTS):
+        layer = _udp_layer(dport, vx)
+        ulen = l4 if payload >= 8 else np.int64(-1)
+        t += 8
+    return (
+        True,
+        version,
+        pr,
+        frag,
+        sport,
+        dport,
+        flags,
+        l4,
+        valid,
+        s_hi,
+        s_lo,
+        d_hi,
+        d_lo,
+        tos,
+        layer,
+        t,
+        ulen,
+    )
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
@@ -681,11 +753,10 @@ def _store(f, n, r, c8, c16, c32, keys):
     """Write one packet's parsed fields to row n and its address keys to scratch row r;
     returns whether the link type was known.
 
-    Row numbers are abi's (IP_VERSION, …). The RDMA rows are written only where V_RDMA is set and
-    the tunnel rows only where V_TUNNEL is set: the TCP path writes no more than before plus the TOS
-    byte. keys rows: src hi, src lo, dst hi, dst lo, then the inner ones (see `_intern_rows`).
+    Row numbers are abi's (IP_VERSION, …); the RDMA and tunnel rows are `_layers`'s. keys rows: src hi,
+    src lo, dst hi, dst lo (the inner ones, rows 4-7, are `_layers`'s; see `_intern_rows`).
     """
-    known, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo, tos, rd, tn = f
+    known, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo, tos, _, _, _ = f
     c8[IP_VERSION, n] = version
     c8[IP_PROTO, n] = pr
     c8[IP_FRAGMENT, n] = frag
@@ -699,30 +770,6 @@ def _store(f, n, r, c8, c16, c32, keys):
     keys[1, r] = s_lo
     keys[2, r] = d_hi
     keys[3, r] = d_lo
-    if valid & V_RDMA:
-        op, rflags, syn, rvalid, qp, psn, plen, dmalen, srcqp = rd
-        c8[RDMA_OPCODE, n] = op
-        c8[RDMA_FLAGS, n] = rflags
-        c8[RDMA_SYNDROME, n] = syn
-        c8[RDMA_VALID, n] = rvalid
-        c32[RDMA_DEST_QP, n] = qp
-        c32[RDMA_PSN, n] = psn
-        c32[RDMA_PAYLOAD_LEN, n] = plen
-        c32[RDMA_RETH_DMA_LEN, n] = dmalen
-        c32[RDMA_DETH_SRC_QP, n] = srcqp
-    if valid & V_TUNNEL:
-        kind, vni, iver, ipr, tvalid, isport, idport, is_hi, is_lo, id_hi, id_lo = tn
-        c8[TUNNEL, n] = kind
-        c8[INNER_VERSION, n] = iver
-        c8[INNER_PROTO, n] = ipr
-        c8[TUNNEL_VALID, n] = tvalid
-        c16[INNER_SRC_PORT, n] = isport
-        c16[INNER_DST_PORT, n] = idport
-        c32[VNI, n] = vni
-        keys[4, r] = is_hi
-        keys[5, r] = is_lo
-        keys[6, r] = id_hi
-        keys[7, r] = id_lo
     return known
 
 
@@ -737,7 +784,12 @@ def _row(buf, p, cap, orig, ts, ifid, link, n, first, cols):
     c32f[1, n] = cap
     c16f[0, n] = ifid
     c16f[1, n] = link
-    return _store(parse(buf, p, cap, orig, link, vx), n, n - first, c8, c16, c32, keys)
+    f = parse(buf, p, cap, orig, link, vx)
+    known = _store(f, n, n - first, c8, c16, c32, keys)
+    layer = f[14]
+    if layer != 0:
+        c8[VALID, n] |= _layers(buf, layer, f[15], p + cap, f[16], n, n - first, c8, c16, c32, keys)
+    return known
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
