@@ -57,7 +57,8 @@ class AddressTable:
         self.tab = np.zeros((size, 3), dtype=np.uint64)
         self.u_key = np.zeros((self.umax, 2), dtype=np.uint64)
         self.u_kind = np.zeros(self.umax, dtype=np.uint8)
-        self.keys = np.zeros((8, CHUNK_ROWS), dtype=np.uint64)  # outer, then inner (tunnel) keys
+        # rows 0-3 outer address keys, 4-7 inner (tunnel) ones, 8-12 the chunk's RoCE/tunnel rows
+        self.keys = np.zeros((13, CHUNK_ROWS), dtype=np.uint64)
 
     def kernel_args(self) -> tuple:
         return (self.keys, self.tab, self.u_key, self.u_kind)

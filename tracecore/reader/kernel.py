@@ -774,10 +774,14 @@ def _store(f, n, r, c8, c16, c32, keys):
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
-def _row(buf, p, cap, orig, ts, ifid, link, n, first, cols):
+def _row(buf, p, cap, orig, ts, ifid, link, n, first, cols, npend):
     """Row n: the record's frame fields, then its parsed fields (`_store`); returns whether its
-    link type is known. `cols` = (ts, c32f, c16f, c8, c16, c32, keys, vx): the kernel's arrays and
-    the VXLAN ports."""
+    link type is known and the count of RoCE/tunnel rows pending in the chunk. `cols` = (ts, c32f,
+    c16f, c8, c16, c32, keys, vx): the kernel's arrays and the VXLAN ports.
+
+    A row with a RoCE or tunnel layer is only noted (keys rows 8-12, slot `npend`: row, LAYER_*
+    code, offset, end, length + 1); `_pending_layers` decodes it after the chunk, so the parse loop
+    holds no call and no interning beyond what TCP needs."""
     ts_col, c32f, c16f, c8, c16, c32, keys, vx = cols
     ts_col[n] = ts
     c32f[0, n] = orig
@@ -788,8 +792,31 @@ def _row(buf, p, cap, orig, ts, ifid, link, n, first, cols):
     known = _store(f, n, n - first, c8, c16, c32, keys)
     layer = f[14]
     if layer != 0:
-        c8[VALID, n] |= _layers(buf, layer, f[15], p + cap, f[16], n, n - first, c8, c16, c32, keys)
-    return known
+        keys[8, npend] = n
+        keys[9, npend] = layer
+        keys[10, npend] = f[15]
+        keys[11, npend] = p + cap
+        keys[12, npend] = f[16] + 1
+        return known, npend + 1
+    return known, npend
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st):
+    """Decode the chunk's `npend` RoCE/tunnel rows `_row` noted (`_layers`), and intern their inner
+    addresses into the batch's dictionary."""
+    for j in range(npend):
+        n = np.int64(keys[8, j])
+        r = n - first
+        ulen = np.int64(keys[12, j]) - 1
+        bits = _layers(buf, np.int64(keys[9, j]), np.int64(keys[10, j]), np.int64(keys[11, j]), ulen, n, r,
+                       c8, c16, c32, keys)  # fmt: skip
+        c8[VALID, n] |= bits
+        if bits & V_TUNNEL:
+            inner = np.int64(c8[INNER_VERSION, n])
+            if inner != 0:
+                cidx[2, n] = _intern(keys[4, r], keys[5, r], inner, tab, u_key, u_kind, st)
+                cidx[3, n] = _intern(keys[6, r], keys[7, r], inner, tab, u_key, u_kind, st)
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
@@ -828,11 +855,6 @@ def _intern_rows(first, stop, c8, keys, cidx, tab, u_key, u_kind, st):
         cidx[1, n] = di
         a = (keys[0, r], keys[1, r], kind, si)
         b = (keys[2, r], keys[3, r], kind, di)
-        if c8[VALID, n] & V_TUNNEL:  # the inner packet's addresses, in the same dictionary
-            inner = np.int64(c8[INNER_VERSION, n])
-            if inner != 0:
-                cidx[2, n] = _intern(keys[4, r], keys[5, r], inner, tab, u_key, u_kind, st)
-                cidx[3, n] = _intern(keys[6, r], keys[7, r], inner, tab, u_key, u_kind, st)
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
@@ -888,6 +910,7 @@ def pcap_records(
         if stop <= n:
             break
         first = n
+        npend = 0
         while n < stop:
             if pos + 16 > end:
                 status = np.int64(ST_NEED)
@@ -905,12 +928,15 @@ def pcap_records(
                 status = np.int64(ST_NEED)
                 break
             ts = _u32(buf, pos, big) * 1_000_000_000 + _u32(buf, pos + 4, big) * mult
-            if not _row(buf, pos + 16, cap, orig, ts, 0, link, n, first, cols):
+            known, npend = _row(buf, pos + 16, cap, orig, ts, 0, link, n, first, cols, npend)
+            if not known:
                 unsupported += 1
             capbytes += cap
             n += 1
             pos += 16 + cap
         _intern_rows(first, n, c8, keys, cidx, tab, u_key, u_kind, st)
+        if npend:
+            _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st)
     st[N] = n
     st[LAST_TS] = ts
     st[CAPBYTES] += capbytes
@@ -976,6 +1002,7 @@ def pcapng_blocks(
         if stop <= n:
             break
         first = n
+        npend = 0
         while n < stop:
             if pos + 12 > end:
                 status = np.int64(ST_NEED)
@@ -1016,7 +1043,8 @@ def pcapng_blocks(
                     break
                 t = (_u32(buf, pos + 12, big) << 32) | _u32(buf, pos + 16, big)
                 ts = _ts_ns(t, ifs[ifid, 2], ifs[ifid, 3], ifs[ifid, 4])
-                if not _row(buf, pos + 28, cap, orig, ts, ifid, ifs[ifid, 0], n, first, cols):
+                known, npend = _row(buf, pos + 28, cap, orig, ts, ifid, ifs[ifid, 0], n, first, cols, npend)
+                if not known:
                     unsupported += 1
                 capbytes += cap
                 n += 1
@@ -1032,13 +1060,16 @@ def pcapng_blocks(
                 if ifs[0, 1] > 0:
                     cap = min(cap, ifs[0, 1])
                 # no timestamp in an SPB: it carries the previous packet's
-                if not _row(buf, pos + 12, cap, orig, ts, 0, ifs[0, 0], n, first, cols):
+                known, npend = _row(buf, pos + 12, cap, orig, ts, 0, ifs[0, 0], n, first, cols, npend)
+                if not known:
                     unsupported += 1
                 capbytes += cap
                 spb += 1
                 n += 1
             pos += blen
         _intern_rows(first, n, c8, keys, cidx, tab, u_key, u_kind, st)
+        if npend:
+            _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st)
     st[N] = n
     st[LAST_TS] = ts
     st[CAPBYTES] += capbytes
