@@ -24,15 +24,16 @@ UNSUPPORTED = 4  # frames whose link type has no decoder
 SPB = 5  # simple packet blocks read
 CAPBYTES = 6  # sum of cap_len
 ERR_VALUE = 7  # the offending value of a corrupt record
-NSTATE = 8
+LAYERS = 8  # the validity bits (V_RDMA, V_TUNNEL, …) of the current batch's RoCE/tunnel rows, OR-ed
+NSTATE = 9
 
 # Column rows of the kernel's arrays (kernel._store writes them, batch.Columns converts them).
-# c8: per packet the first five rows; the RDMA rows only where V_RDMA is set, the tunnel rows only where
+# c8: per packet the first four rows; the RDMA rows only where V_RDMA is set, the tunnel rows only where
 # V_TUNNEL is set (the other rows' values are never read).
-IP_VERSION, IP_PROTO, IP_FRAGMENT, VALID, TOS = range(5)
-RDMA_OPCODE, RDMA_FLAGS, RDMA_SYNDROME, RDMA_VALID = range(5, 9)
-TUNNEL, INNER_VERSION, INNER_PROTO, TUNNEL_VALID = range(9, 13)
-C8_ROWS = 13
+IP_VERSION, IP_PROTO, TOS, VALID = range(4)
+RDMA_OPCODE, RDMA_FLAGS, RDMA_SYNDROME, RDMA_VALID = range(4, 8)
+TUNNEL, INNER_VERSION, INNER_PROTO, TUNNEL_VALID = range(8, 12)
+C8_ROWS = 12
 # c16: src_port, dst_port, tcp_flags; inner ports (tunnel rows)
 SRC_PORT, DST_PORT, TCP_FLAGS, INNER_SRC_PORT, INNER_DST_PORT = range(5)
 C16_ROWS = 5
@@ -48,6 +49,7 @@ V_RDMA = 8  # a whole BTH: rdma_opcode, rdma_dest_qp, rdma_psn, rdma_flags and t
 V_TUNNEL = 16  # a VXLAN or Geneve header: tunnel, vni and the TUNNEL_VALID, INNER_* rows
 V_RDMA_SHORT = 32  # a RoCE packet whose BTH or extension header the capture cut short
 V_TUNNEL_SHORT = 64  # a tunnel packet whose tunnel header or inner headers the capture cut short
+V_FRAGMENT = 128  # ip_fragment (a bit here, not a row of its own: the TCP path stores no more than before)
 # Bits of the RDMA_VALID row.
 R_PAYLOAD_LEN = 1
 R_RETH = 2

@@ -20,13 +20,13 @@ from tracecore.reader.abi import (
     INNER_PROTO,
     INNER_SRC_PORT,
     INNER_VERSION,
-    IP_FRAGMENT,
     IP_PROTO,
     IP_VERSION,
     TOS,
     TUNNEL,
     TUNNEL_VALID,
     V_FLAGS,
+    V_FRAGMENT,
     V_L4,
     V_PORTS,
     V_RDMA,
@@ -96,7 +96,7 @@ class Columns:
         self.c16 = np.empty((abi.C16_ROWS, rows), dtype=np.uint16)
         self.c32 = np.empty((abi.C32_ROWS, rows), dtype=np.uint32)
         self.cidx = np.empty((4, rows), dtype=np.int32)  # src_ip, dst_ip, inner src, inner dst indices
-        self.short = (0, 0)  # RoCE and tunnel packets of the last batch cut short (see cut_short)
+        self.layers = 0  # the V_* bits of the batch's RoCE and tunnel rows (kernel: st[LAYERS])
 
     def kernel_args(self) -> tuple:
         return (self.ts, self.c32f, self.c16f, self.c8, self.c16, self.c32, self.cidx)
@@ -106,11 +106,11 @@ class Columns:
         return self.c16f[1, :n]
 
     def cut_short(self, n: int) -> tuple[int, int]:
-        """(RoCE packets, tunnel packets) among the first `n` rows whose headers the capture cut."""
-        valid = self.c8[VALID, :n]
-        present = int(np.bitwise_or.reduce(valid)) if n else 0
-        if not present & (V_RDMA_SHORT | V_TUNNEL_SHORT):
+        """(RoCE packets, tunnel packets) among the first `n` rows whose headers the capture cut; call
+        after `to_batch`."""
+        if not self.layers & (V_RDMA_SHORT | V_TUNNEL_SHORT):
             return 0, 0
+        valid = self.c8[VALID, :n]
         return int(np.count_nonzero(valid & V_RDMA_SHORT)), int(np.count_nonzero(valid & V_TUNNEL_SHORT))
 
     def to_batch(self, n: int, table: AddressTable, st: np.ndarray) -> pa.RecordBatch:
@@ -118,7 +118,8 @@ class Columns:
         dictionary = table.strings(int(st[abi.NUNIQ]))
         kernels().reset_table(table.tab, table.u_key, table.u_kind, st)
         valid = self.c8[VALID, :n]
-        present = int(np.bitwise_or.reduce(valid)) if n else 0
+        present = self.layers = int(st[abi.LAYERS])  # which RoCE/tunnel bits the batch has: no scan
+        st[abi.LAYERS] = 0
         v_ip = _bitmap(self.c8[IP_VERSION, :n] != 0)
         ports = _bitmap(valid & V_PORTS)
         tos = self.c8[TOS, :n]
@@ -137,7 +138,7 @@ class Columns:
             _prim(pa.uint16(), self.c16[abi.TCP_FLAGS], n, _bitmap(valid & V_FLAGS)),
             _prim(pa.uint32(), self.c32[abi.L4_LEN], n, _bitmap(valid & V_L4)),
             pa.Array.from_buffers(
-                pa.bool_(), n, [v_ip, pa.py_buffer(np.packbits(self.c8[IP_FRAGMENT, :n], bitorder="little"))]
+                pa.bool_(), n, [v_ip, pa.py_buffer(np.packbits(valid >= V_FRAGMENT, bitorder="little"))]
             ),
             _prim(pa.uint8(), tos >> 2, n, v_ip),
             _prim(pa.uint8(), tos & 3, n, v_ip),

@@ -47,11 +47,11 @@ from tracecore.reader.abi import (
     INNER_PROTO,
     INNER_SRC_PORT,
     INNER_VERSION,
-    IP_FRAGMENT,
     IP_PROTO,
     IP_VERSION,
     L4_LEN,
     LAST_TS,
+    LAYERS,
     NSTATE,
     NUNIQ,
     R_AETH,
@@ -82,6 +82,7 @@ from tracecore.reader.abi import (
     TUNNEL_VALID,
     TUNNEL_VXLAN,
     UNSUPPORTED,
+    V_FRAGMENT,
     V_PORTS,
     V_RDMA,
     V_RDMA_SHORT,
@@ -759,9 +760,8 @@ def _store(f, n, r, c8, c16, c32, keys):
     known, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo, tos, _, _, _ = f
     c8[IP_VERSION, n] = version
     c8[IP_PROTO, n] = pr
-    c8[IP_FRAGMENT, n] = frag
-    c8[VALID, n] = valid
     c8[TOS, n] = tos
+    c8[VALID, n] = valid | (frag * V_FRAGMENT)
     c16[SRC_PORT, n] = sport
     c16[DST_PORT, n] = dport
     c16[TCP_FLAGS, n] = flags
@@ -803,8 +803,9 @@ def _row(buf, p, cap, orig, ts, ifid, link, n, first, cols, npend):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st):
-    """Decode the chunk's `npend` RoCE/tunnel rows `_row` noted (`_layers`), and intern their inner
-    addresses into the batch's dictionary."""
+    """Decode the chunk's `npend` RoCE/tunnel rows `_row` noted (`_layers`), intern their inner
+    addresses into the batch's dictionary and OR their validity bits into st[LAYERS] (so the batch's
+    conversion knows which layers it has without a scan)."""
     for j in range(npend):
         n = np.int64(keys[8, j])
         r = n - first
@@ -812,6 +813,7 @@ def _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_k
         bits = _layers(buf, np.int64(keys[9, j]), np.int64(keys[10, j]), np.int64(keys[11, j]), ulen, n, r,
                        c8, c16, c32, keys)  # fmt: skip
         c8[VALID, n] |= bits
+        st[LAYERS] |= bits
         if bits & V_TUNNEL:
             inner = np.int64(c8[INNER_VERSION, n])
             if inner != 0:
