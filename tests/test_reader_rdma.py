@@ -379,3 +379,23 @@ def test_operation_names_are_tsharks(corpus: Path, name: str) -> None:
             name,
             e["frame.number"],
         )
+
+
+def test_reading_imports_neither_pandas_nor_numba(corpus: Path) -> None:
+    """The batch conversion of the new columns builds its arrays from buffers: a read (TCP, RoCE and
+    tunnel captures) imports neither pandas (0.25 s, first `pa.array(list)`) nor numba (AOT kernels)."""
+    script = (
+        "import sys\n"
+        "from tracecore.reader import read_capture\n"
+        "for f in sys.argv[1:]:\n"
+        "    read_capture(f)\n"
+        "print('pandas' in sys.modules, 'numba' in sys.modules)\n"
+    )
+    files = [
+        str(corpus / f) for f in ("tcpdump_vxlan.pcap", "scapy_roce_hexcaps.pcap", "linlinw5_rping.pcap")
+    ]
+    env = os.environ | {"TRACECORE_JIT": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, *files], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["False", "False"]

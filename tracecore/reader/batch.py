@@ -42,7 +42,20 @@ RDMA_FIELDS = [PACKET_SCHEMA.field(name) for name in PACKET_SCHEMA.names if name
 TUNNEL_FIELDS = [
     PACKET_SCHEMA.field(name) for name in PACKET_SCHEMA.names[PACKET_SCHEMA.get_field_index("tunnel") :]
 ]
-TUNNEL_DICTIONARY = pa.array(abi.TUNNEL_NAMES, pa.string())
+
+
+def _string_array(values: list[bytes]) -> pa.Array:
+    """A string array from buffers, not pa.array(list): that imports pandas on first use (0.25 s,
+    holding the GIL)."""
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in values], out=offsets[1:])
+    return pa.Array.from_buffers(
+        pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))]
+    )
+
+
+TUNNEL_DICTIONARY = _string_array([name.encode() for name in abi.TUNNEL_NAMES])
+NO_STRINGS = _string_array([])
 
 CHUNK_ROWS = 2048  # rows parsed before their addresses are interned (kernel._intern_rows)
 
@@ -72,12 +85,7 @@ class AddressTable:
             else:
                 addr = hi.to_bytes(8, "big") + lo.to_bytes(8, "big")
                 out.append(socket.inet_ntop(socket.AF_INET6, addr).encode())
-        # From buffers, not pa.array(list): that imports pandas on first use, holding the GIL.
-        offsets = np.zeros(count + 1, dtype=np.int32)
-        np.cumsum([len(b) for b in out], out=offsets[1:])
-        return pa.Array.from_buffers(
-            pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(out))]
-        )
+        return _string_array(out)
 
 
 class Columns:
@@ -192,7 +200,8 @@ def _nulls(fields: list[pa.Field], n: int) -> list[pa.Array]:
     for f in fields:
         if pa.types.is_dictionary(f.type):
             idx = pa.Array.from_buffers(f.type.index_type, n, [validity, zeros], null_count=n)
-            out.append(pa.DictionaryArray.from_arrays(idx, pa.array([], f.type.value_type)))
+            # safe=False: no index to check, and checking would read (fault in) every zero page
+            out.append(pa.DictionaryArray.from_arrays(idx, NO_STRINGS, safe=False))
         else:
             out.append(pa.Array.from_buffers(f.type, n, [validity, zeros], null_count=n))
     return out
