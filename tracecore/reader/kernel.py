@@ -8,10 +8,12 @@ batch carries int32 dictionary indices and Python formats only the distinct addr
 Compiled functions that take arrays pay reference counting per call, so everything called
 per packet is inlined (`inline="always"`); `parse` returns scalars and `_store` writes them
 (bench/results/reader-notes.md has the measurements behind this shape). Per packet the kernel
-writes 15 column slots (RoCE and tunnel packets more: those rows only where their layer is there):
-validity is one byte of bits (abi.V_*), not a byte per column, and the IP fields' validity is
-ip_version != 0. Records are parsed a chunk at a time and the chunk's addresses
-interned afterwards (`_intern_rows`), which keeps the probe loop out of the parse loop.
+writes 14 column slots: validity is one byte of bits (abi.V_*, ip_fragment one of them), not a
+byte per column, and the IP fields' validity is ip_version != 0. Records are parsed a chunk at a
+time and the chunk's addresses interned afterwards (`_intern_rows`), which keeps the probe loop out
+of the parse loop. RoCE and tunnel packets are only noted in the parse loop and decoded after the
+chunk (`_pending_layers`), so the TCP path carries none of their code or values
+(bench/results/rdma-reader.md).
 Link types are compared by name (linktypes.py): numba compiles those globals in as constants.
 
 A kernel returns `(status, pos)`: it stops when the batch or the address table is full,
