@@ -399,3 +399,37 @@ def test_reading_imports_neither_pandas_nor_numba(corpus: Path) -> None:
         [sys.executable, "-c", script, *files], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == ["False", "False"]
+
+
+def test_ingest_stores_the_rdma_columns_of_the_nccl_ring(corpus: Path, tmp_path: Path) -> None:
+    """The three NCCL ring captures ingested as one run: the `packets` view has every RoCE packet's
+    opcode as expected/flow_summary.jsonl counts them per file, and its DSCP/ECN."""
+    import json
+    import shutil
+
+    from tracecore.ingest import ingest, open_catalog
+
+    run = tmp_path / "runs" / "nccl-allreduce-none-0-nccl-0-ring"
+    run.mkdir(parents=True)
+    for i in range(3):
+        shutil.copy(corpus / f"linlinw5_nccl_ring2_node{i}.pcap", run / f"node{i}.pcap")
+    summary = ingest([run], tmp_path / "data", jobs=1)
+    assert not summary.failed
+    flows = {}
+    for line in (corpus / "expected" / "flow_summary.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        if entry["file"].startswith("linlinw5_nccl_ring2_node"):
+            node = "node" + entry["file"].removesuffix(".pcap")[-1]
+            flows[node] = {int(op.split(":")[0]): int(op.rsplit("=", 1)[1]) for op in entry["opcodes"]}
+    con = open_catalog(tmp_path / "data")
+    rows = con.execute(
+        "SELECT w.capture, p.rdma_opcode, count(*), count(p.dscp) FROM packets_all p"
+        " JOIN workers w USING (run, worker) WHERE p.rdma_opcode IS NOT NULL GROUP BY ALL"
+    ).fetchall()
+    con.close()
+    got: dict[str, dict[int, int]] = {}
+    for capture, opcode, count, with_dscp in rows:
+        assert count == with_dscp
+        got.setdefault(Path(capture).name, {})[opcode] = count
+    assert got == flows
+    assert len(got) == 3
