@@ -88,9 +88,13 @@ def _limited(batches, limit: int | None):
 
 
 def _write_lines(batches, sink: TextIO) -> None:
-    """One tshark-like line per packet: number, time since the first, addresses, protocol, ports, length."""
+    """One tshark-like line per packet: number, time since the first, addresses, protocol, ports, length,
+    and for RoCE and tunnel packets an Info text (operation, QP, PSN; VNI and inner addresses)."""
+    from tracecore.reader.names import protocol, summary
+
     sink.write(
-        f"{'No.':>7} {'Time':>14}  {'Source':<39} {'Destination':<39} {'Protocol':<8} {'Ports':<13} Length\n"
+        f"{'No.':>7} {'Time':>14}  {'Source':<39} {'Destination':<39} {'Protocol':<8} {'Ports':<13} "
+        "Length Info\n"
     )
     number = 0
     first_ts: int | None = None
@@ -102,9 +106,14 @@ def _write_lines(batches, sink: TextIO) -> None:
             first_ts = ts if first_ts is None else first_ts
             proto = cols["ip_proto"][i]
             name = f"link {cols['link_type'][i]}" if proto is None else PROTOCOLS.get(proto, str(proto))
+            info = ""
+            if cols["rdma_opcode"][i] is not None or cols["tunnel"][i] is not None:
+                row = {key: values[i] for key, values in cols.items()}
+                name, info = protocol(row) or name, " " + summary(row)
             sport, dport = cols["src_port"][i], cols["dst_port"][i]
             ports = f"{sport} → {dport}" if sport is not None else ""
-            sink.write(
+            line = (
                 f"{number:>7} {(ts - first_ts) / 1e9:>14.9f}  {cols['src_ip'][i] or '':<39} "
-                f"{cols['dst_ip'][i] or '':<39} {name:<8} {ports:<13} {cols['frame_len'][i]}\n"
+                f"{cols['dst_ip'][i] or '':<39} {name:<8} {ports:<13} {cols['frame_len'][i]:<6}{info}"
             )
+            sink.write(line.rstrip() + "\n")

@@ -27,6 +27,19 @@ AF_INET6_VALUES = (10, 24, 28, 30)
 ETH_VLAN = (0x8100, 0x88A8, 0x9100)
 IP6_WALKED = (0, 43, 44, 51, 60)  # hop-by-hop, routing, fragment, AH, destination options
 TRANSPORT_HEADER = {6: 20, 17: 8, 136: 8, 132: 12}
+ROCE_V1_ETHERTYPE = 0x8915
+VXLAN_PORTS = (4789, 8472)
+# InfiniBand extension headers after the BTH (IBA vol. 1, 9.2-9.5) by the opcode's low five bits, for
+# RC, UC (only up to 0x0B) and RD (which adds RDETH and DETH first); UD and the RoCEv2 CNP apart.
+IB_HEADER_BYTES = {"RETH": 16, "AETH": 4, "ImmDt": 4, "IETH": 4, "AtomicETH": 28, "AtomicAckETH": 8}
+IB_HEADER_BYTES |= {"DETH": 8, "RDETH": 4, "CNP": 16}
+IB_OPERATION_HEADERS: dict[int, tuple[str, ...]] = {
+    0x00: (), 0x01: (), 0x02: (), 0x03: ("ImmDt",), 0x04: (), 0x05: ("ImmDt",),  # SEND
+    0x06: ("RETH",), 0x07: (), 0x08: (), 0x09: ("ImmDt",), 0x0A: ("RETH",), 0x0B: ("RETH", "ImmDt"),  # WRITE
+    0x0C: ("RETH",), 0x0D: ("AETH",), 0x0E: (), 0x0F: ("AETH",), 0x10: ("AETH",),  # READ
+    0x11: ("AETH",), 0x12: ("AETH", "AtomicAckETH"), 0x13: ("AtomicETH",), 0x14: ("AtomicETH",),
+    0x16: ("IETH",), 0x17: ("IETH",),
+}  # fmt: skip
 
 
 def wrap_int64(ns: int) -> int:
@@ -195,6 +208,23 @@ class Fields:
     tcp_flags: int | None = None
     l4_payload_len: int | None = None
     ip_fragment: bool | None = None
+    dscp: int | None = None
+    ecn: int | None = None
+    rdma_opcode: int | None = None
+    rdma_dest_qp: int | None = None
+    rdma_psn: int | None = None
+    rdma_flags: int | None = None
+    rdma_payload_len: int | None = None
+    rdma_reth_dma_len: int | None = None
+    rdma_aeth_syndrome: int | None = None
+    rdma_deth_src_qp: int | None = None
+    tunnel: str | None = None
+    vni: int | None = None
+    inner_src_ip: str | None = None
+    inner_dst_ip: str | None = None
+    inner_ip_proto: int | None = None
+    inner_src_port: int | None = None
+    inner_dst_port: int | None = None
 
 
 def _ethernet(buf: bytes, depth: int = 0) -> tuple[int, bytes] | None:
@@ -234,6 +264,8 @@ def _ethertype(etype: int, rest: bytes, depth: int = 0) -> tuple[int, bytes] | N
         return 4, rest
     if etype == 0x86DD:
         return 6, rest
+    if etype == ROCE_V1_ETHERTYPE:
+        return 0, rest
     return None
 
 
@@ -261,6 +293,8 @@ def _network_start(link: int, buf: bytes) -> tuple[int, bytes] | None:
         rest = buf[4:]
     elif link == lt.LINKTYPE_C_HDLC and len(buf) >= 4:
         etype, rest = struct.unpack_from(">H", buf, 2)[0], buf[4:]
+    elif link == lt.LINKTYPE_IPOIB and len(buf) >= 44:  # 40 address bytes, ethertype, 2 reserved
+        etype, rest = struct.unpack_from(">H", buf, 40)[0], buf[44:]
     elif link in (lt.LINKTYPE_PPP, lt.LINKTYPE_PPP_HDLC):
         body = buf[2:] if buf[:2] == b"\xff\x03" else buf
         if len(body) >= 2:
@@ -270,6 +304,8 @@ def _network_start(link: int, buf: bytes) -> tuple[int, bytes] | None:
         return 4, rest
     if etype == 0x86DD:
         return 6, rest
+    if etype == ROCE_V1_ETHERTYPE:  # a GRH, then a BTH (Cisco HDLC and IPoIB name it as Ethernet does)
+        return 0, rest
     return None
 
 
@@ -279,6 +315,8 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
     if start is None:
         return Fields()
     version, raw = start
+    if version == 0:
+        return _roce_v1(raw)
     if version == 4 and raw and raw[0] >> 4 == 6:
         version = 6  # IPv4 ethertype carrying an IPv6 header: tshark decodes it as IPv6
     wire_extra = frame_len - len(buf)  # bytes cut by snaplen
@@ -293,6 +331,7 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
         f = Fields(
             4, socket.inet_ntop(socket.AF_INET, ip.src), socket.inet_ntop(socket.AF_INET, ip.dst), ip.p
         )
+        f.dscp, f.ecn = ip.tos >> 2, ip.tos & 3
         frag_off = ip._flags_offset & 0x1FFF
         f.ip_fragment = bool(ip._flags_offset & 0x2000) or frag_off != 0
         (total,) = struct.unpack_from(">H", raw, 2)
@@ -306,6 +345,7 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
         hdr = dpkt.ip6.IP6.__new__(dpkt.ip6.IP6)
         dpkt.Packet.unpack(hdr, raw[:40])
         f = Fields(6, socket.inet_ntop(socket.AF_INET6, hdr.src), socket.inet_ntop(socket.AF_INET6, hdr.dst))
+        f.dscp, f.ecn = hdr.fc >> 2, hdr.fc & 3
         # Walk the extension headers with dpkt's own header classes.
         nxt, pos, frag_off, is_frag = hdr.nxt, 40, 0, False
         while nxt in IP6_WALKED:
@@ -345,7 +385,116 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
         f.l4_payload_len = payload - need if payload is not None and payload >= need else None
     else:
         f.l4_payload_len = payload
+    if proto == 17 and f.dst_port is not None:
+        udp_payload = payload - 8 if payload is not None and payload >= 8 else None
+        if f.dst_port == 4791:
+            _rdma(f, transport[8:], udp_payload)
+        elif f.dst_port == 6081:
+            _tunnel(f, transport[8:], "geneve")
+        elif f.dst_port in VXLAN_PORTS:
+            _tunnel(f, transport[8:], "vxlan")
     return f
+
+
+def _roce_v1(grh: bytes) -> Fields:
+    """A RoCE v1 frame: the 40-byte GRH (next header 0x1B: BTH), then the BTH; no IP fields."""
+    f = Fields()
+    if len(grh) >= 40 and grh[6] == 0x1B:
+        _rdma(f, grh[40:], struct.unpack_from(">H", grh, 4)[0])
+    return f
+
+
+def _ib_headers(opcode: int) -> tuple[str, ...] | None:
+    """The extension headers of a BTH opcode, in order; None for an opcode without a layout."""
+    transport, operation = opcode >> 5, opcode & 31
+    if opcode == 0x81:
+        return ("CNP",)
+    if transport == 3:
+        return {4: ("DETH",), 5: ("DETH", "ImmDt")}.get(operation)
+    if transport > 3 or (transport == 1 and operation > 0x0B):
+        return None
+    headers = IB_OPERATION_HEADERS.get(operation)
+    if headers is None:
+        return None
+    return ("RDETH", "DETH", *headers) if transport == 2 else headers
+
+
+def _rdma(f: Fields, bth: bytes, length: int | None) -> None:
+    """Fill the rdma_* fields from a BTH and what follows; `length`: bytes from the BTH through the
+    ICRC per the IP (or GRH) lengths. A BTH not wholly captured leaves every field None."""
+    if len(bth) < 12:
+        return
+    opcode, b1, _pkey, b4, qp_hi, qp_lo, b8, psn_hi, psn_lo = struct.unpack_from(">BBHBBHBBH", bth)
+    f.rdma_opcode = opcode
+    f.rdma_dest_qp = (qp_hi << 16) | qp_lo
+    f.rdma_psn = (psn_hi << 16) | psn_lo
+    f.rdma_flags = (b8 >> 7) | (b1 >> 7) << 1 | (b4 >> 7) << 2 | ((b4 >> 6) & 1) << 3
+    headers = _ib_headers(opcode)
+    if headers is None:
+        return
+    size = sum(IB_HEADER_BYTES[h] for h in headers)
+    if length is not None and length - 12 - size - 4 - ((b1 >> 4) & 3) >= 0:
+        f.rdma_payload_len = length - 12 - size - 4 - ((b1 >> 4) & 3)
+    if len(bth) < 12 + size:
+        return
+    at = 12
+    for h in headers:
+        if h == "RETH":
+            f.rdma_reth_dma_len = struct.unpack_from(">I", bth, at + 12)[0]
+        elif h == "AETH":
+            f.rdma_aeth_syndrome = bth[at]
+        elif h == "DETH":
+            f.rdma_deth_src_qp = int.from_bytes(bth[at + 5 : at + 8], "big")
+        at += IB_HEADER_BYTES[h]
+
+
+def _tunnel(f: Fields, head: bytes, kind: str) -> None:
+    """Fill the tunnel fields from a VXLAN or Geneve header and the packet inside it (inner RoCEv2
+    fills the rdma_* fields)."""
+    if len(head) < 8:
+        return
+    if kind == "vxlan":
+        if not head[0] & 0x08:
+            return
+        inner = _ethernet(head[8:])
+    else:
+        if head[0] >> 6:
+            return
+        rest = head[8 + (head[0] & 0x3F) * 4 :]
+        (proto,) = struct.unpack_from(">H", head, 2)
+        inner = _ethernet(rest) if proto == 0x6558 else {0x0800: (4, rest), 0x86DD: (6, rest)}.get(proto)
+    f.tunnel, f.vni = kind, int.from_bytes(head[4:7], "big")
+    if inner is None:
+        return
+    version, raw = inner
+    first, pos = True, 0
+    if version == 4 and len(raw) >= 20 and raw[0] >> 4 == 4 and raw[0] & 15 >= 5:
+        proto, pos = raw[9], (raw[0] & 15) * 4
+        f.inner_src_ip = socket.inet_ntop(socket.AF_INET, raw[12:16])
+        f.inner_dst_ip = socket.inet_ntop(socket.AF_INET, raw[16:20])
+        first = struct.unpack_from(">H", raw, 6)[0] & 0x1FFF == 0
+        payload = struct.unpack_from(">H", raw, 2)[0] - pos
+    elif version == 6 and len(raw) >= 40 and raw[0] >> 4 == 6:
+        proto, pos = raw[6], 40
+        f.inner_src_ip = socket.inet_ntop(socket.AF_INET6, raw[8:24])
+        f.inner_dst_ip = socket.inet_ntop(socket.AF_INET6, raw[24:40])
+        while proto in IP6_WALKED and len(raw) >= pos + 8:
+            size = 8 if proto == 44 else (raw[pos + 1] + 2) * 4 if proto == 51 else (raw[pos + 1] + 1) * 8
+            if proto == 44:
+                first = struct.unpack_from(">H", raw, pos + 2)[0] & 0xFFF8 == 0
+            if len(raw) < pos + size:
+                break
+            proto, pos = raw[pos], pos + size
+            if not first:
+                break
+        payload = struct.unpack_from(">H", raw, 4)[0] + 40 - pos
+    else:
+        return
+    f.inner_ip_proto = proto
+    if first and proto in (6, 17, 132, 136) and len(raw) >= pos + 4:
+        f.inner_src_port, f.inner_dst_port = struct.unpack_from(">HH", raw, pos)
+        if proto == 17 and f.inner_dst_port == 4791:
+            _rdma(f, raw[pos + 8 :], payload - 8 if payload >= 8 else None)
 
 
 def iter_rows(path: str | Path) -> Iterator[dict]:

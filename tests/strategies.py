@@ -32,6 +32,7 @@ from tracecore.reader.linktypes import (
     LINKTYPE_RAW_BSD,
     LINKTYPE_RAW_OPENBSD,
 )
+from tracecore.schema import PACKET_SCHEMA
 
 TRANSPORTS = (6, 17, 132, 1, 47, 58)
 LINKS_ETH_LIKE = (LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2)
@@ -62,26 +63,22 @@ class Packet:
 
 
 def _none_fields() -> dict:
-    return dict.fromkeys(
-        (
-            "ip_version",
-            "src_ip",
-            "dst_ip",
-            "ip_proto",
-            "src_port",
-            "dst_port",
-            "tcp_flags",
-            "l4_payload_len",
-            "ip_fragment",
-        )
-    )
+    """Every network column null (the frame columns come from the record)."""
+    frame = ("ts_ns", "frame_len", "cap_len", "interface", "link_type")
+    return dict.fromkeys(name for name in PACKET_SCHEMA.names if name not in frame)
+
+
+# UDP destination ports the reader decodes further (RoCEv2, VXLAN, Geneve): the real corpus in
+# ../shared/corpus-rdma tests those; generated UDP payloads are random bytes.
+DECODED_UDP_PORTS = (4789, 4791, 6081, 8472)
 
 
 @st.composite
 def transport(draw: st.DrawFn, proto: int) -> tuple[bytes, dict]:
     """A transport header + payload, and the fields it implies (ports, flags, payload length)."""
     payload = draw(st.binary(max_size=40))
-    sport, dport = draw(st.integers(0, 65535)), draw(st.integers(0, 65535))
+    sport = draw(st.integers(0, 65535))
+    dport = draw(st.integers(0, 65535).filter(lambda port: proto != 17 or port not in DECODED_UDP_PORTS))
     if proto == 6:
         flags = draw(st.integers(0, 0x1FF))
         opts = b"\x01" * (4 * draw(st.integers(0, 3)))  # NOP options: data offset 5..8
@@ -111,8 +108,11 @@ def ipv4(draw: st.DrawFn) -> tuple[bytes, dict]:
     src, dst = draw(st.binary(min_size=4, max_size=4)), draw(st.binary(min_size=4, max_size=4))
     body, tfields = draw(transport(proto))
     frag = draw(st.sampled_from(["none", "first", "later"]))
-    ip = dpkt.ip.IP(src=src, dst=dst, p=proto, data=body, ttl=64)
+    tos = draw(st.integers(0, 255))
+    ip = dpkt.ip.IP(src=src, dst=dst, p=proto, data=body, ttl=64, tos=tos)
     fields = {
+        "dscp": tos >> 2,
+        "ecn": tos & 3,
         "ip_version": 4,
         "src_ip": str(ipaddress.IPv4Address(src)),
         "dst_ip": str(ipaddress.IPv4Address(dst)),
@@ -156,8 +156,12 @@ def ipv6(draw: st.DrawFn) -> tuple[bytes, dict]:
     chain = b"".join(built)
     ip6 = dpkt.ip6.IP6(src=src, dst=dst, nxt=nxt, hlim=64, data=b"")
     ip6.plen = len(chain) + len(body)
+    tclass = draw(st.integers(0, 255))
+    ip6.fc = tclass
     raw = bytes(ip6)[:40] + chain + body
     fields = {
+        "dscp": tclass >> 2,
+        "ecn": tclass & 3,
         "ip_version": 6,
         "src_ip": str(ipaddress.IPv6Address(src)),
         "dst_ip": str(ipaddress.IPv6Address(dst)),

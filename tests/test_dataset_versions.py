@@ -20,7 +20,7 @@ from tests.test_ingest_support import copy_run
 from tracecore.errors import DatasetVersionError
 from tracecore.ingest import ingest, open_catalog
 from tracecore.sample import BOTH_DIRECTIONS_RUN, SAMPLE_RUN, both_directions_run, sample_run
-from tracecore.schema import PACKET_SCHEMA, SCHEMA_VERSION
+from tracecore.schema import DATASET_SCHEMA, PACKET_SCHEMA, SCHEMA_VERSION
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_every_part_file_says_what_it_holds(sample: Path) -> None:
     for part in parts:
         meta = {k.decode(): v.decode() for k, v in pq.read_metadata(part).metadata.items()}
         assert meta["tracecore.version"] == tracecore.__version__ == "0.1.0"
-        assert meta["tracecore.schema_version"] == "2"
+        assert meta["tracecore.schema_version"] == str(SCHEMA_VERSION) == "3"
         assert meta["tracecore.run"] == SAMPLE_RUN
         assert meta["tracecore.ts_ns"].startswith("UTC nanoseconds since 1970-01-01T00:00:00Z")
         units = json.loads(meta["tracecore.units"])
@@ -77,7 +77,7 @@ def test_packets_has_a_timestamp_column_next_to_ts_ns(sample: Path) -> None:
         assert row[1].replace(microsecond=0) == first
         frame = con.sql("SELECT ts FROM packets LIMIT 3").pl()
         assert frame.schema["ts"] == pl.Datetime("ns")
-        assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("2",)
+        assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("3",)
     finally:
         con.close()
 
@@ -86,8 +86,8 @@ def test_a_dataset_from_a_future_tracecore_is_refused_in_one_line(sample: Path) 
     _set_meta(sample, "schema_version", str(SCHEMA_VERSION + 1))
     before = sorted(p.relative_to(sample) for p in (sample / "packets").rglob("*.parquet"))
     expected = (
-        f"{sample / 'tracecore.duckdb'}: dataset schema version 3 is newer than this tracecore 0.1.0 reads"
-        " (versions 1 to 2); upgrade tracecore (pip install -U tracecore) or re-ingest the captures into"
+        f"{sample / 'tracecore.duckdb'}: dataset schema version 4 is newer than this tracecore 0.1.0 reads"
+        " (versions 1 to 3); upgrade tracecore (pip install -U tracecore) or re-ingest the captures into"
         " a new --data folder"
     )
     with pytest.raises(DatasetVersionError) as err:
@@ -101,6 +101,10 @@ def test_a_dataset_from_a_future_tracecore_is_refused_in_one_line(sample: Path) 
     assert result.output == f"Error: {expected}\n"
 
 
+# The packet columns of schema versions 1 and 2 (version 3 added dscp, ecn, rdma_*, tunnel, vni, inner_*).
+VERSION_2_COLUMNS = PACKET_SCHEMA.names[: PACKET_SCHEMA.get_field_index("ip_fragment") + 1]
+
+
 def _make_version_1(out: Path) -> None:
     """What tracecore 0.1.0 wrote: uint32 byte columns, no metadata, no schema_version in _meta."""
     for part in (out / "packets").rglob("*.parquet"):
@@ -109,7 +113,7 @@ def _make_version_1(out: Path) -> None:
             [
                 PACKET_SCHEMA.field(f.name).with_nullable(f.nullable)
                 for f in table.schema
-                if f.name in PACKET_SCHEMA.names
+                if f.name in VERSION_2_COLUMNS
             ]
         )
         pq.write_table(table.select(schema.names).cast(schema).replace_schema_metadata(None), part)
@@ -134,9 +138,9 @@ def test_an_older_dataset_is_read_and_upgraded_by_the_next_ingest(tmp_path: Path
     for part in (sample / "packets").rglob("*.parquet"):
         meta = pq.read_metadata(part).metadata
         assert pq.read_schema(part).field("frame_len").type == pa.int64(), part
-        assert meta[b"tracecore.schema_version"] == b"2", part
+        assert meta[b"tracecore.schema_version"] == b"3", part
     con = open_catalog(sample)
-    assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("2",)
+    assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("3",)
     assert (
         con.execute(
             "SELECT count(*), sum(frame_len), sum(l4_payload_len) FROM packets WHERE run = ?",
@@ -152,3 +156,33 @@ def test_an_older_dataset_is_read_and_upgraded_by_the_next_ingest(tmp_path: Path
     con.close()
     glob = str(sample / "packets" / "**" / "*.parquet")  # one schema again: Polars scans every file
     assert pl.scan_parquet(glob).select(pl.col("frame_len").sum()).collect().item() == stored > want[1]
+
+
+def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_ingest(
+    tmp_path: Path, sample: Path
+) -> None:
+    """Version 2 part files (int64 byte columns, no dscp/ecn/RDMA/tunnel columns) still read; the next
+    ingest rewrites them with those columns null, beside the new run's files that have them."""
+    for part in (sample / "packets").rglob("*.parquet"):
+        old = pq.read_table(part)
+        meta = dict(old.schema.metadata) | {b"tracecore.schema_version": b"2"}
+        pq.write_table(old.select(VERSION_2_COLUMNS).replace_schema_metadata(meta), part)
+    _set_meta(sample, "schema_version", "2")
+    con = open_catalog(sample)
+    want = con.execute("SELECT count(*), sum(frame_len), count(DISTINCT src_ip) FROM packets").fetchall()[0]
+    assert "dscp" not in [d[0] for d in con.execute("SELECT * FROM packets LIMIT 0").description]
+    con.close()
+    summary = ingest([copy_run(tmp_path / "more", "both")], sample, jobs=1)
+    assert not summary.failed
+    for part in (sample / "packets").rglob("*.parquet"):
+        assert pq.read_schema(part).names == [f.name for f in DATASET_SCHEMA], part
+        assert pq.read_metadata(part).metadata[b"tracecore.schema_version"] == b"3", part
+    con = open_catalog(sample)
+    rows = con.execute(
+        "SELECT run = ? AS old, count(*), sum(frame_len), count(DISTINCT src_ip), count(ip_version),"
+        " count(dscp), count(ecn), count(rdma_opcode), count(tunnel), count(inner_src_ip)"
+        " FROM packets GROUP BY ALL ORDER BY old",
+        [SAMPLE_RUN],
+    ).fetchall()
+    con.close()
+    assert rows == [(False, 2930, 2414910, 4, 2906, 2906, 2906, 0, 0, 0), (True, *want, 17015, 0, 0, 0, 0, 0)]

@@ -269,7 +269,7 @@ def test_split_dense_sends_rows_with_any_null_to_the_nullable_part() -> None:
     import pyarrow as pa
 
     from tracecore.ingest.writer import DENSE_SCHEMA, split_dense, widen
-    from tracecore.schema import DATASET_SCHEMA
+    from tracecore.schema import DATASET_SCHEMA, LAYER_COLUMNS
 
     table = read_capture(sample_run() / "worker-0-tcpdump.pcap")
     batch = widen(table.combine_chunks().to_batches()[0])
@@ -277,14 +277,14 @@ def test_split_dense_sends_rows_with_any_null_to_the_nullable_part() -> None:
     # worker-0's 4531 packets: 3 ARP replies have null IP fields (tshark -Y 'not tcp': frames 1, 3, 5)
     assert (dense.num_rows, sparse.num_rows) == (4528, 3)
     assert dense.schema == DENSE_SCHEMA
-    assert not any(f.nullable for f in dense.schema)
-    assert all(col.null_count == 0 for col in dense.columns)
+    # only the layer columns (RDMA, tunnels: none in a TCP capture) stay nullable in the dense part
+    assert tuple(f.name for f in dense.schema if f.nullable) == LAYER_COLUMNS
+    core = [i for i, name in enumerate(dense.schema.names) if name not in LAYER_COLUMNS]
+    assert all(dense.column(i).null_count == 0 for i in core)
+    assert all(dense.column(name).null_count == dense.num_rows for name in LAYER_COLUMNS)
     assert sparse.schema == DATASET_SCHEMA
-    # every sparse row lacks some field (ARP has no IP, UDP has no TCP flags)
-    has_null = [
-        any(sparse.column(i)[r].as_py() is None for i in range(sparse.num_columns))
-        for r in range(sparse.num_rows)
-    ]
+    # every sparse row lacks some field besides the layer columns (ARP has no IP, UDP no TCP flags)
+    has_null = [any(sparse.column(i)[r].as_py() is None for i in core) for r in range(sparse.num_rows)]
     assert all(has_null)
     assert dense.num_rows + sparse.num_rows == batch.num_rows
     both = pa.Table.from_batches([dense.cast(DATASET_SCHEMA), sparse]).sort_by("ts_ns")

@@ -21,7 +21,7 @@ def test_table_is_tshark_like(corpus_dir: Path) -> None:
     result = runner.invoke(app, ["read", str(corpus_dir / HTTP), "--limit", "3"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["No.", "Time", "Source", "Destination", "Protocol", "Ports", "Length"]
+    assert lines[0].split() == ["No.", "Time", "Source", "Destination", "Protocol", "Ports", "Length", "Info"]
     assert len(lines) == 4
     assert lines[1].split() == [
         "1",

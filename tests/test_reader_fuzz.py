@@ -17,11 +17,15 @@ import pyarrow as pa
 import pytest
 
 from tests import oracle
+from tests.conftest import REPO
 from tracecore.errors import CaptureError, NotACaptureError
 from tracecore.reader import CaptureReader
 from tracecore.schema import PACKET_SCHEMA
 
 MUTATIONS = 2000
+RDMA_MUTATIONS = 1000
+RDMA_OUTCOMES = {"not a capture": 5, "error": 241, "clean": 754}
+RDMA_CORPUS = REPO.parent / "shared" / "corpus-rdma"
 WATCHDOG_S = 120
 
 
@@ -65,10 +69,25 @@ def watchdog():
 @pytest.mark.usefixtures("watchdog")
 def test_mutated_corpus_matches_oracle(corpus_dir: Path, tmp_path: Path) -> None:
     files = sorted(p for p in corpus_dir.iterdir() if p.suffix in (".pcap", ".pcapng"))
+    outcomes = _fuzz(files, tmp_path, random.Random(20261122), MUTATIONS)
+    assert min(outcomes.values()) >= 25, outcomes  # each way a mutated file can end is exercised
+
+
+@pytest.mark.usefixtures("watchdog")
+def test_mutated_rdma_corpus_matches_oracle(tmp_path: Path) -> None:
+    """The RoCE, IPoIB and tunnel captures: mutations land in BTHs, extension headers, GRHs, VXLAN and
+    Geneve headers and inner packets, and every field still agrees with the oracle."""
+    files = sorted(RDMA_CORPUS.glob("*.pcap"))
+    assert len(files) == 17, RDMA_CORPUS
+    outcomes = _fuzz(files, tmp_path, random.Random(14), RDMA_MUTATIONS)
+    assert outcomes == RDMA_OUTCOMES  # seeded: the same mutations every run, each way of ending exercised
+
+
+def _fuzz(files: list[Path], tmp_path: Path, rng: random.Random, count: int) -> dict[str, int]:
+    """Read `count` mutations of `files` and compare each with the oracle; returns how they ended."""
     originals = {p: p.read_bytes() for p in files}
-    rng = random.Random(20261122)
     outcomes = {"not a capture": 0, "error": 0, "clean": 0}
-    for i in range(MUTATIONS):
+    for i in range(count):
         source = rng.choice(files)
         data = mutate(rng, originals[source])
         path = tmp_path / f"m{i}.pcap"
@@ -89,8 +108,8 @@ def test_mutated_corpus_matches_oracle(corpus_dir: Path, tmp_path: Path) -> None
             assert str(error).startswith(str(path)), where
         path.unlink()
         outcomes["error" if error else "clean"] += 1
-    assert sum(outcomes.values()) == MUTATIONS, outcomes  # every mutation ran and was checked
-    assert min(outcomes.values()) >= 25, outcomes  # each way a mutated file can end is exercised
+    assert sum(outcomes.values()) == count, outcomes  # every mutation ran and was checked
+    return outcomes
 
 
 @pytest.mark.usefixtures("watchdog")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from tracecore.reader import CaptureReader
+from tracecore.reader.abi import DEFAULT_VXLAN_PORTS
 from tracecore.reader.linktypes import DECODED, describe
 
 # An IPv4/UDP packet, 10.0.0.1:7 -> 10.0.0.2:9, no payload: valid behind any header offset.
@@ -19,7 +20,10 @@ def test_the_kernel_decodes_exactly_the_link_types_named_decoded() -> None:
     from tracecore.reader import kernel
 
     frame = np.frombuffer(bytes(20) + IPV4_UDP, dtype=np.uint8)
-    known = {link for link in range(1 << 16) if kernel.parse(frame, 0, len(frame), len(frame), link)[0]}
+    vxlan = np.array(DEFAULT_VXLAN_PORTS, dtype=np.int64)
+    known = {
+        link for link in range(1 << 16) if kernel.parse(frame, 0, len(frame), len(frame), link, vxlan)[0]
+    }
     assert known == DECODED
 
 

@@ -29,6 +29,30 @@ PACKET_FIELDS: list[pa.Field] = [
     pa.field("tcp_flags", pa.uint16()),  # 9 TCP flag bits (NS..FIN), null when not TCP
     pa.field("l4_payload_len", pa.uint32()),  # transport payload bytes per IP lengths
     pa.field("ip_fragment", pa.bool_()),  # true for any IP fragment (first or later)
+    pa.field("dscp", pa.uint8()),  # outer IPv4/IPv6 header's DSCP (TOS / traffic class >> 2)
+    pa.field("ecn", pa.uint8()),  # outer header's ECN bits: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE
+    # RoCE (v2: UDP destination port 4791; v1: ethertype 0x8915; also inside a tunnel): the BTH ...
+    pa.field("rdma_opcode", pa.uint8()),  # BTH opcode: transport (RC 0x00, UC 0x20, UD 0x60, CNP 0x80) | op
+    pa.field("rdma_dest_qp", pa.uint32()),  # 24-bit destination queue pair
+    pa.field("rdma_psn", pa.uint32()),  # 24-bit packet sequence number
+    pa.field("rdma_flags", pa.uint8()),  # bits: 1 ack request, 2 solicited event, 4 FECN, 8 BECN
+    pa.field(
+        "rdma_payload_len", pa.uint32()
+    ),  # message bytes: after BTH + extension headers, before pad + ICRC
+    # ... and what its extension headers say (null where the opcode has no such header)
+    pa.field("rdma_reth_dma_len", pa.uint32()),  # RETH DMA length (WRITE First/Only, READ Request)
+    pa.field(
+        "rdma_aeth_syndrome", pa.uint8()
+    ),  # AETH syndrome: 0x00-0x1f ACK, 0x20-0x3f RNR NAK, 0x60-0x7f NAK
+    pa.field("rdma_deth_src_qp", pa.uint32()),  # DETH source QP (UD)
+    # VXLAN / Geneve: the outer columns stay what crossed the link; these describe the inner packet
+    pa.field("tunnel", pa.dictionary(pa.int8(), pa.string())),  # 'vxlan' | 'geneve'
+    pa.field("vni", pa.uint32()),  # 24-bit virtual network identifier
+    pa.field("inner_src_ip", ADDRESS),
+    pa.field("inner_dst_ip", ADDRESS),
+    pa.field("inner_ip_proto", pa.uint8()),
+    pa.field("inner_src_port", pa.uint16()),
+    pa.field("inner_dst_port", pa.uint16()),
 ]
 
 PACKET_SCHEMA = pa.schema(PACKET_FIELDS)
@@ -38,16 +62,25 @@ PACKET_COLUMNS = [f.name for f in PACKET_FIELDS]
 # Why: Polars sums a UInt32 column as UInt32 and wraps past 4 GiB (one benchmark capture is 2-8 GB);
 # int64 makes the wrap impossible in every reader. The reader keeps uint32 (its kernels' buffers);
 # the ingest writer widens each batch (`tracecore.ingest.writer.widen`).
+# BYTE_COLUMNS: those schema version 1 stored as uint32 (the catalog casts them when it reads such files);
+# INT64_COLUMNS: every byte count, BYTE_COLUMNS and those of version 3's RDMA columns.
 BYTE_COLUMNS = ("frame_len", "cap_len", "l4_payload_len")
+INT64_COLUMNS = (*BYTE_COLUMNS, "rdma_payload_len", "rdma_reth_dma_len")
+# The columns of a layer most packets lack (RDMA, tunnels): null on TCP rows, so the ingest writer's
+# part files of fully set rows (`writer.split_dense`) keep them nullable and do not look at them.
+LAYER_COLUMNS = tuple(
+    f.name for f in PACKET_FIELDS if f.name.startswith(("rdma_", "inner_", "tunnel", "vni"))
+)
 DATASET_FIELDS: list[pa.Field] = [
-    f.with_type(pa.int64()) if f.name in BYTE_COLUMNS else f for f in PACKET_FIELDS
+    f.with_type(pa.int64()) if f.name in INT64_COLUMNS else f for f in PACKET_FIELDS
 ]
 DATASET_SCHEMA = pa.schema(DATASET_FIELDS)
 
 # The version of what a dataset stores (packet files, tables, views' columns), recorded in the
 # catalog's `_meta.schema_version` and in every part file. 1: uint32 byte columns, no version recorded
-# (tracecore 0.1.0); 2: int64 byte columns, Parquet key-value metadata.
-SCHEMA_VERSION = 2
+# (tracecore 0.1.0); 2: int64 byte columns, Parquet key-value metadata; 3: dscp, ecn, the RDMA
+# (rdma_*) and tunnel (tunnel, vni, inner_*) columns (older part files are rewritten with them null).
+SCHEMA_VERSION = 3
 OLDEST_READABLE_SCHEMA = 1
 
 TS_NS_MEANING = "UTC nanoseconds since 1970-01-01T00:00:00Z (Unix epoch), from the capture's record"
@@ -66,6 +99,23 @@ UNITS: dict[str, str] = {
     "tcp_flags": "bit set, NS..FIN (9 bits)",
     "l4_payload_len": "bytes (transport payload, from IP lengths)",
     "ip_fragment": "boolean",
+    "dscp": "DSCP code point (0-63)",
+    "ecn": "ECN codepoint (0-3; 3 = CE)",
+    "rdma_opcode": "InfiniBand BTH opcode (0-255)",
+    "rdma_dest_qp": "queue pair number (24 bit)",
+    "rdma_psn": "packet sequence number (24 bit)",
+    "rdma_flags": "bit set: 1 ack request, 2 solicited event, 4 FECN, 8 BECN",
+    "rdma_payload_len": "bytes (message payload: UDP payload less BTH, extension headers, pad and ICRC)",
+    "rdma_reth_dma_len": "bytes (RETH DMA length)",
+    "rdma_aeth_syndrome": "AETH syndrome byte",
+    "rdma_deth_src_qp": "queue pair number (24 bit)",
+    "tunnel": "vxlan | geneve",
+    "vni": "virtual network identifier (24 bit)",
+    "inner_src_ip": "address text",
+    "inner_dst_ip": "address text",
+    "inner_ip_proto": "IANA protocol number",
+    "inner_src_port": "port number",
+    "inner_dst_port": "port number",
 }
 
 

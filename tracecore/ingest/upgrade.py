@@ -2,8 +2,11 @@
 
 Why: an ingest into a dataset of schema version 1 (uint32 byte columns, no metadata) would otherwise
 leave a mix of uint32 and int64 files, which DuckDB reads (the packets view casts) but Polars and
-Arrow datasets refuse or wrap. Each file is rewritten beside itself and renamed over itself: its rows
-are unchanged, so a crash between two files leaves a readable dataset the next ingest finishes.
+Arrow datasets refuse or wrap; one of version 2 lacks the columns of version 3 (dscp, ecn, RDMA,
+tunnels), which one read_parquet over old and new files would not see. Each file is rewritten beside
+itself and renamed over itself: its rows are unchanged, the columns it lacks are added null (the file
+is then of the nullable kind: its old rows have no DSCP to give), so a crash between two files
+leaves a readable dataset the next ingest finishes.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ import os
 from pathlib import Path
 
 from tracecore.ingest.dataset_tables import State
-from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, part_metadata
+from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, part_metadata
 
 
 def upgrade_parts(out: Path, state: State) -> int:
-    """Rewrite every part file of `state` whose byte columns are not int64; returns how many."""
+    """Rewrite every part file of `state` whose byte columns are not int64 or that lacks a column of
+    DATASET_SCHEMA; returns how many."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -28,11 +32,16 @@ def upgrade_parts(out: Path, state: State) -> int:
         if not path.is_file():
             continue
         old = pq.read_schema(path)
-        if all(old.field(c).type == pa.int64() for c in BYTE_COLUMNS):
+        missing = [f for f in DATASET_SCHEMA if f.name not in old.names]
+        if not missing and all(old.field(c).type == pa.int64() for c in BYTE_COLUMNS):
             continue
         table = pq.read_table(path)
-        dense = not any(f.nullable for f in old)
-        schema = pa.schema([f.with_nullable(not dense and f.nullable) for f in DATASET_SCHEMA])
+        for f in missing:
+            table = table.append_column(f.name, pa.nulls(table.num_rows, f.type))
+        dense = not missing and not any(f.nullable for f in old if f.name not in LAYER_COLUMNS)
+        schema = pa.schema(
+            [f.with_nullable(f.nullable and (not dense or f.name in LAYER_COLUMNS)) for f in DATASET_SCHEMA]
+        )
         table = table.select(schema.names).cast(schema)
         tmp = path.with_name(f".{path.name}.upgrade.parquet")  # a crash's leftover: swept by recover()
         writer = _open_writer(tmp, schema.with_metadata(part_metadata(row["run"], row["file"])))

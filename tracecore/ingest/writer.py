@@ -30,13 +30,14 @@ import pyarrow.parquet as pq
 from tracecore.errors import CaptureError
 from tracecore.ingest.layout import fsync
 from tracecore.reader import CaptureReader
-from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, PACKET_SCHEMA
+from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, PACKET_SCHEMA
 
 if TYPE_CHECKING:
     from tracecore.ingest.control import TaskChannel
 
-DENSE_SCHEMA = pa.schema([f.with_nullable(False) for f in DATASET_SCHEMA])
-NULLABLE_INDICES = [i for i, f in enumerate(DATASET_SCHEMA) if f.nullable]
+# Rows whose every field but the layer columns (RDMA, tunnel: null on TCP rows) is set.
+DENSE_SCHEMA = pa.schema([f.with_nullable(f.name in LAYER_COLUMNS) for f in DATASET_SCHEMA])
+NULLABLE_INDICES = [i for i, f in enumerate(DATASET_SCHEMA) if f.nullable and f.name not in LAYER_COLUMNS]
 WIDENED_INDICES = [i for i, f in enumerate(PACKET_SCHEMA) if f.type != DATASET_SCHEMA.field(i).type]
 
 # Rows per reader batch = per row group. 128 Ki rows is DuckDB's own row-group size (122 880), fine for
@@ -113,6 +114,7 @@ def widen(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 def split_dense(batch: pa.RecordBatch) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
     """(the rows whose every field is set, as DENSE_SCHEMA; the other rows), None where empty.
+    The layer columns (schema.LAYER_COLUMNS: RDMA, tunnels) are not looked at: they stay nullable.
 
     Why: a column declared nullable costs Parquet a definition level per value even when none is
     null (measured: 0.195 → 0.135 s of encoding per 3.5 M rows with the nine nullable columns

@@ -15,13 +15,21 @@ gzip/xz/zstd-compressed (detected by magic bytes, decompressed in bounded chunks
 Semantics, where a choice had to be made:
 
 * Network fields describe the *outermost* IP header (tunnels: the outer packet; ICMP
-  errors: no ports, the quoted header is not used). `ip_proto` is the transport after the
-  IPv6 extension headers (hop-by-hop, routing, destination options, fragment, AH).
+  errors: no ports, the quoted header is not used); `dscp` and `ecn` are its TOS / traffic class.
+  A VXLAN (UDP 4789, 8472 or `vxlan_ports`) or Geneve (6081) packet also gets `tunnel`, `vni`
+  and the inner packet's `inner_*` addresses, protocol and ports.
+* RoCE: UDP destination port 4791 (RoCEv2, whatever the source port, also inside a tunnel) and
+  ethertype 0x8915 (RoCE v1, GRH) give the BTH's `rdma_opcode`, `rdma_dest_qp`, `rdma_psn`,
+  `rdma_flags`, the message bytes `rdma_payload_len` (UDP payload less BTH, extension headers,
+  pad and ICRC) and the RETH DMA length, AETH syndrome and DETH source QP where the opcode has
+  them. Headers the capture cut short give nulls, counted in `stats` and one warning.
+* `ip_proto` is the transport after the IPv6 extension headers (hop-by-hop, routing, destination
+  options, fragment, AH).
 * Decoded link types: Ethernet (802.1Q/802.1ad tags, LLC/SNAP, PPPoE session, MPLS incl.
   an Ethernet pseudowire), Linux SLL/SLL2, raw IP (12, 14, 101, 228, 229), NULL/LOOP,
-  Cisco HDLC, PPP (`linktypes.DECODED`). Other link types keep every frame with null network
-  fields, counted per link type (`stats.undecoded_link_frames`) and named in a warning; there is
-  no slower decoder of last resort (see linktypes.py).
+  Cisco HDLC, PPP, IP over InfiniBand (242) (`linktypes.DECODED`). Other link types keep every
+  frame with null network fields, counted per link type (`stats.undecoded_link_frames`) and
+  named in a warning; there is no slower decoder of last resort (see linktypes.py).
 * `l4_payload_len` comes from the IP lengths (not cap_len, which a snaplen cuts): bytes
   after the TCP/UDP/SCTP header, or after the IP headers for other protocols and for
   non-first fragments (whose ports and flags are null). An IP length of 0 (TSO captures)
@@ -35,11 +43,11 @@ Semantics, where a choice had to be made:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracecore.reader.abi import DEFAULT_BATCH_ROWS
+from tracecore.reader.abi import DEFAULT_BATCH_ROWS, DEFAULT_VXLAN_PORTS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,16 +67,21 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def read_batches(path: str | Path, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+def read_batches(
+    path: str | Path,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    vxlan_ports: Iterable[int] = DEFAULT_VXLAN_PORTS,
+) -> Iterator[pa.RecordBatch]:
     """Stream a capture as RecordBatches of at most `batch_rows` packets (memory stays flat).
 
     Lazy: nothing is opened until the first batch is asked for, so `NotACaptureError` and
     every other `CaptureError` surface while iterating (after the good batches before them).
-    Use `CaptureReader` to see warnings and stats as well.
+    Use `CaptureReader` to see warnings and stats as well. `vxlan_ports`: the UDP destination
+    ports decoded as VXLAN (default 4789 and 8472; Geneve is 6081, RoCEv2 4791).
     """
     from tracecore.reader.capture import CaptureReader
 
-    return CaptureReader(path, batch_rows).batches()
+    return CaptureReader(path, batch_rows, vxlan_ports).batches()
 
 
 def read_capture(path: str | Path) -> pa.Table:

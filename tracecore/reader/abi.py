@@ -24,7 +24,52 @@ UNSUPPORTED = 4  # frames whose link type has no decoder
 SPB = 5  # simple packet blocks read
 CAPBYTES = 6  # sum of cap_len
 ERR_VALUE = 7  # the offending value of a corrupt record
-NSTATE = 8
+LAYERS = 8  # the validity bits (V_RDMA, V_TUNNEL, …) of the current batch's RoCE/tunnel rows, OR-ed
+NSTATE = 9
+
+# Column rows of the kernel's arrays (kernel._store writes them, batch.Columns converts them).
+# c8: per packet the first four rows; the RDMA rows only where V_RDMA is set, the tunnel rows only where
+# V_TUNNEL is set (the other rows' values are never read).
+IP_VERSION, IP_PROTO, TOS, VALID = range(4)
+RDMA_OPCODE, RDMA_FLAGS, RDMA_SYNDROME, RDMA_VALID = range(4, 8)
+TUNNEL, INNER_VERSION, INNER_PROTO, TUNNEL_VALID = range(8, 12)
+C8_ROWS = 12
+# c16: src_port, dst_port, tcp_flags; inner ports (tunnel rows)
+SRC_PORT, DST_PORT, TCP_FLAGS, INNER_SRC_PORT, INNER_DST_PORT = range(5)
+C16_ROWS = 5
+# c32: l4_payload_len; RDMA rows; vni (tunnel row)
+L4_LEN, RDMA_DEST_QP, RDMA_PSN, RDMA_PAYLOAD_LEN, RDMA_RETH_DMA_LEN, RDMA_DETH_SRC_QP, VNI = range(7)
+C32_ROWS = 7
+
+# Bits of the VALID row: which fields of the packet are set (the IP fields: ip_version != 0).
+V_PORTS = 1
+V_FLAGS = 2
+V_L4 = 4
+V_RDMA = 8  # a whole BTH: rdma_opcode, rdma_dest_qp, rdma_psn, rdma_flags and the RDMA_VALID row
+V_TUNNEL = 16  # a VXLAN or Geneve header: tunnel, vni and the TUNNEL_VALID, INNER_* rows
+V_RDMA_SHORT = 32  # a RoCE packet whose BTH or extension header the capture cut short
+V_TUNNEL_SHORT = 64  # a tunnel packet whose tunnel header or inner headers the capture cut short
+V_FRAGMENT = 128  # ip_fragment (a bit here, not a row of its own: the TCP path stores no more than before)
+# Bits of the RDMA_VALID row.
+R_PAYLOAD_LEN = 1
+R_RETH = 2
+R_AETH = 4
+R_DETH = 8
+# Bits of the TUNNEL_VALID row (inner addresses and protocol: INNER_VERSION != 0).
+T_INNER_PORTS = 1
+
+# rdma_flags bits, from the BTH.
+F_ACK_REQ = 1  # A: acknowledge request
+F_SOLICITED = 2  # SE: solicited event
+F_FECN = 4  # forward explicit congestion notification
+F_BECN = 8  # backward explicit congestion notification (set on CNPs)
+
+TUNNEL_VXLAN = 1  # TUNNEL row values; names in TUNNEL_NAMES
+TUNNEL_GENEVE = 2
+TUNNEL_NAMES = ("vxlan", "geneve")
+ROCEV2_PORT = 4791  # UDP destination port of RoCEv2, whatever the source port
+GENEVE_PORT = 6081
+DEFAULT_VXLAN_PORTS = (4789, 8472)  # IANA's, and the Linux kernel's and flannel's default
 
 ERR_CAPLEN = 1  # pcap caplen above the limit
 ERR_BLOCKLEN = 2  # pcapng block length < 12, not a multiple of 4, or huge

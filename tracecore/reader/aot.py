@@ -9,7 +9,7 @@ wheel build (hatch_build.py) puts it in the wheel. This module owns what was bui
 is current (`current_module`); compiled.py only chooses between it and the JIT.
 
 The module exports each kernel with the one signature the driver calls it with, plus
-`fingerprint()`, a hash of the sources it was built from (kernel.py, abi.py, formats.py), so
+`fingerprint()`, a hash of the sources it was built from (aot.SOURCES), so
 that an edited kernel is never run from an old build. Code is generated for a generic x86-64
 (or the machine's architecture), never `-march=native`, so a built wheel runs on any machine
 of that architecture.
@@ -33,9 +33,9 @@ HERE = Path(__file__).resolve().parent
 SOURCES = ("kernel.py", "abi.py", "formats.py", "linktypes.py")
 
 _ARRAYS = (
-    "int64[::1], uint32[:, ::1], uint16[:, ::1], uint8[:, ::1], uint16[:, ::1], uint32[::1], "
+    "int64[::1], int64[::1], uint32[:, ::1], uint16[:, ::1], uint8[:, ::1], uint16[:, ::1], uint32[:, ::1], "
     "int32[:, ::1], uint64[:, ::1], uint64[:, ::1], uint64[:, ::1], uint8[::1], int64[::1]"
-)  # ts_col, c32f, c16f, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st
+)  # vx (VXLAN ports), ts_col, c32f, c16f, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st
 SIGNATURES = {
     "pcap_records": "UniTuple(int64, 2)(uint8[::1], int64, boolean, boolean, int64, int64, int64, "
     f"int64, int64, {_ARRAYS})",

@@ -15,13 +15,47 @@ import numpy as np
 import pyarrow as pa
 
 from tracecore.reader import abi
+from tracecore.reader.abi import (
+    INNER_DST_PORT,
+    INNER_PROTO,
+    INNER_SRC_PORT,
+    INNER_VERSION,
+    IP_PROTO,
+    IP_VERSION,
+    TOS,
+    TUNNEL,
+    TUNNEL_VALID,
+    V_FLAGS,
+    V_FRAGMENT,
+    V_L4,
+    V_PORTS,
+    V_RDMA,
+    V_RDMA_SHORT,
+    V_TUNNEL,
+    V_TUNNEL_SHORT,
+    VALID,
+)
 from tracecore.reader.compiled import kernels
 from tracecore.schema import PACKET_SCHEMA
 
-# c8 rows (see kernel._store); VALID holds bits V_PORTS | V_FLAGS | V_L4
-IP_VERSION, IP_PROTO, IP_FRAGMENT, VALID = range(4)
-V_PORTS, V_FLAGS, V_L4 = 1, 2, 4
+RDMA_FIELDS = [PACKET_SCHEMA.field(name) for name in PACKET_SCHEMA.names if name.startswith("rdma_")]
+TUNNEL_FIELDS = [
+    PACKET_SCHEMA.field(name) for name in PACKET_SCHEMA.names[PACKET_SCHEMA.get_field_index("tunnel") :]
+]
 
+
+def _string_array(values: list[bytes]) -> pa.Array:
+    """A string array from buffers, not pa.array(list): that imports pandas on first use (0.25 s,
+    holding the GIL)."""
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum([len(b) for b in values], out=offsets[1:])
+    return pa.Array.from_buffers(
+        pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))]
+    )
+
+
+TUNNEL_DICTIONARY = _string_array([name.encode() for name in abi.TUNNEL_NAMES])
+NO_STRINGS = _string_array([])
 
 CHUNK_ROWS = 2048  # rows parsed before their addresses are interned (kernel._intern_rows)
 
@@ -31,12 +65,13 @@ class AddressTable:
     scratch rows of address keys a chunk is parsed into."""
 
     def __init__(self, batch_rows: int):
-        self.umax = min(2 * batch_rows + 2, 1 << 16)
+        self.umax = min(4 * batch_rows + 4, 1 << 16)  # up to four addresses a row (tunnels)
         size = 1 << int(2 * self.umax - 1).bit_length()
         self.tab = np.zeros((size, 3), dtype=np.uint64)
         self.u_key = np.zeros((self.umax, 2), dtype=np.uint64)
         self.u_kind = np.zeros(self.umax, dtype=np.uint8)
-        self.keys = np.zeros((4, CHUNK_ROWS), dtype=np.uint64)
+        # rows 0-3 outer address keys, 4-7 inner (tunnel) ones, 8-12 the chunk's RoCE/tunnel rows
+        self.keys = np.zeros((13, CHUNK_ROWS), dtype=np.uint64)
 
     def kernel_args(self) -> tuple:
         return (self.keys, self.tab, self.u_key, self.u_kind)
@@ -50,26 +85,26 @@ class AddressTable:
             else:
                 addr = hi.to_bytes(8, "big") + lo.to_bytes(8, "big")
                 out.append(socket.inet_ntop(socket.AF_INET6, addr).encode())
-        # From buffers, not pa.array(list): that imports pandas on first use, holding the GIL.
-        offsets = np.zeros(count + 1, dtype=np.int32)
-        np.cumsum([len(b) for b in out], out=offsets[1:])
-        return pa.Array.from_buffers(
-            pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(out))]
-        )
+        return _string_array(out)
 
 
 class Columns:
-    """Preallocated arrays for one batch of up to `rows` packets."""
+    """Preallocated arrays for one batch of up to `rows` packets (rows of c8, c16, c32: abi's names).
+
+    The RDMA and tunnel rows are written only for packets with that layer, so a TCP capture never
+    touches their pages, and its batches get those columns as all-null arrays without a scan.
+    """
 
     def __init__(self, rows: int):
         self.rows = rows
         self.ts = np.empty(rows, dtype=np.int64)
         self.c32f = np.empty((2, rows), dtype=np.uint32)  # frame_len, cap_len
         self.c16f = np.empty((2, rows), dtype=np.uint16)  # interface, link_type
-        self.c8 = np.empty((4, rows), dtype=np.uint8)
-        self.c16 = np.empty((3, rows), dtype=np.uint16)  # src_port, dst_port, tcp_flags
-        self.c32 = np.empty(rows, dtype=np.uint32)  # l4_payload_len
-        self.cidx = np.empty((2, rows), dtype=np.int32)  # src_ip, dst_ip dictionary indices
+        self.c8 = np.empty((abi.C8_ROWS, rows), dtype=np.uint8)
+        self.c16 = np.empty((abi.C16_ROWS, rows), dtype=np.uint16)
+        self.c32 = np.empty((abi.C32_ROWS, rows), dtype=np.uint32)
+        self.cidx = np.empty((4, rows), dtype=np.int32)  # src_ip, dst_ip, inner src, inner dst indices
+        self.layers = 0  # the V_* bits of the batch's RoCE and tunnel rows (kernel: st[LAYERS])
 
     def kernel_args(self) -> tuple:
         return (self.ts, self.c32f, self.c16f, self.c8, self.c16, self.c32, self.cidx)
@@ -78,13 +113,24 @@ class Columns:
         """The link type of each of the first `n` rows."""
         return self.c16f[1, :n]
 
+    def cut_short(self, n: int) -> tuple[int, int]:
+        """(RoCE packets, tunnel packets) among the first `n` rows whose headers the capture cut; call
+        after `to_batch`."""
+        if not self.layers & (V_RDMA_SHORT | V_TUNNEL_SHORT):
+            return 0, 0
+        valid = self.c8[VALID, :n]
+        return int(np.count_nonzero(valid & V_RDMA_SHORT)), int(np.count_nonzero(valid & V_TUNNEL_SHORT))
+
     def to_batch(self, n: int, table: AddressTable, st: np.ndarray) -> pa.RecordBatch:
         """The first `n` rows as a RecordBatch with PACKET_SCHEMA; resets the address table."""
         dictionary = table.strings(int(st[abi.NUNIQ]))
         kernels().reset_table(table.tab, table.u_key, table.u_kind, st)
         valid = self.c8[VALID, :n]
+        present = self.layers = int(st[abi.LAYERS])  # which RoCE/tunnel bits the batch has: no scan
+        st[abi.LAYERS] = 0
         v_ip = _bitmap(self.c8[IP_VERSION, :n] != 0)
         ports = _bitmap(valid & V_PORTS)
+        tos = self.c8[TOS, :n]
         arrays = [
             _prim(pa.int64(), self.ts, n),
             _prim(pa.uint32(), self.c32f[0], n),
@@ -95,15 +141,70 @@ class Columns:
             _dict(self.cidx[0], n, v_ip, dictionary),
             _dict(self.cidx[1], n, v_ip, dictionary),
             _prim(pa.uint8(), self.c8[IP_PROTO], n, v_ip),
-            _prim(pa.uint16(), self.c16[0], n, ports),
-            _prim(pa.uint16(), self.c16[1], n, ports),
-            _prim(pa.uint16(), self.c16[2], n, _bitmap(valid & V_FLAGS)),
-            _prim(pa.uint32(), self.c32, n, _bitmap(valid & V_L4)),
+            _prim(pa.uint16(), self.c16[abi.SRC_PORT], n, ports),
+            _prim(pa.uint16(), self.c16[abi.DST_PORT], n, ports),
+            _prim(pa.uint16(), self.c16[abi.TCP_FLAGS], n, _bitmap(valid & V_FLAGS)),
+            _prim(pa.uint32(), self.c32[abi.L4_LEN], n, _bitmap(valid & V_L4)),
             pa.Array.from_buffers(
-                pa.bool_(), n, [v_ip, pa.py_buffer(np.packbits(self.c8[IP_FRAGMENT, :n], bitorder="little"))]
+                pa.bool_(), n, [v_ip, pa.py_buffer(np.packbits(valid >= V_FRAGMENT, bitorder="little"))]
             ),
+            _prim(pa.uint8(), tos >> 2, n, v_ip),
+            _prim(pa.uint8(), tos & 3, n, v_ip),
+            *(self._rdma(n, valid) if present & V_RDMA else _nulls(RDMA_FIELDS, n)),
+            *(self._tunnel(n, valid, dictionary) if present & V_TUNNEL else _nulls(TUNNEL_FIELDS, n)),
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=PACKET_SCHEMA)
+
+    def _rdma(self, n: int, valid: np.ndarray) -> list[pa.Array]:
+        """The rdma_* columns, in PACKET_SCHEMA's order: set where the row has a whole BTH."""
+        has = (valid & V_RDMA) != 0
+        rv = np.where(has, self.c8[abi.RDMA_VALID, :n], 0)
+        v_bth = _bitmap(has)
+        c8, c32 = self.c8, self.c32
+        return [
+            _prim(pa.uint8(), c8[abi.RDMA_OPCODE], n, v_bth),
+            _prim(pa.uint32(), c32[abi.RDMA_DEST_QP], n, v_bth),
+            _prim(pa.uint32(), c32[abi.RDMA_PSN], n, v_bth),
+            _prim(pa.uint8(), c8[abi.RDMA_FLAGS], n, v_bth),
+            _prim(pa.uint32(), c32[abi.RDMA_PAYLOAD_LEN], n, _bitmap(rv & abi.R_PAYLOAD_LEN)),
+            _prim(pa.uint32(), c32[abi.RDMA_RETH_DMA_LEN], n, _bitmap(rv & abi.R_RETH)),
+            _prim(pa.uint8(), c8[abi.RDMA_SYNDROME], n, _bitmap(rv & abi.R_AETH)),
+            _prim(pa.uint32(), c32[abi.RDMA_DETH_SRC_QP], n, _bitmap(rv & abi.R_DETH)),
+        ]
+
+    def _tunnel(self, n: int, valid: np.ndarray, dictionary: pa.Array) -> list[pa.Array]:
+        """The tunnel, vni and inner_* columns, in PACKET_SCHEMA's order: set where the row has a
+        VXLAN or Geneve header (the inner ones where the inner packet's headers are there)."""
+        has = (valid & V_TUNNEL) != 0
+        inner = has & (self.c8[INNER_VERSION, :n] != 0)
+        v_inner = _bitmap(inner)
+        v_ports = _bitmap(np.where(has, self.c8[TUNNEL_VALID, :n], 0) & abi.T_INNER_PORTS)
+        kind = np.where(has, self.c8[TUNNEL, :n].astype(np.int8) - 1, 0).astype(np.int8)
+        return [
+            pa.DictionaryArray.from_arrays(_prim(pa.int8(), kind, n, _bitmap(has)), TUNNEL_DICTIONARY),
+            _prim(pa.uint32(), self.c32[abi.VNI], n, _bitmap(has)),
+            _dict(np.where(inner, self.cidx[2, :n], 0).astype(np.int32), n, v_inner, dictionary),
+            _dict(np.where(inner, self.cidx[3, :n], 0).astype(np.int32), n, v_inner, dictionary),
+            _prim(pa.uint8(), self.c8[INNER_PROTO], n, v_inner),
+            _prim(pa.uint16(), self.c16[INNER_SRC_PORT], n, v_ports),
+            _prim(pa.uint16(), self.c16[INNER_DST_PORT], n, v_ports),
+        ]
+
+
+def _nulls(fields: list[pa.Field], n: int) -> list[pa.Array]:
+    """All-null columns sharing one zeroed buffer: numpy's calloc leaves its pages untouched, where
+    `pa.nulls` writes every one (9 ms a million-row batch for the fifteen layer columns)."""
+    zeros = pa.py_buffer(np.zeros(n * 4, np.uint8))  # enough for the widest, 32-bit, values
+    validity = pa.py_buffer(np.zeros((n + 7) // 8, np.uint8))
+    out = []
+    for f in fields:
+        if pa.types.is_dictionary(f.type):
+            idx = pa.Array.from_buffers(f.type.index_type, n, [validity, zeros], null_count=n)
+            # safe=False: no index to check, and checking would read (fault in) every zero page
+            out.append(pa.DictionaryArray.from_arrays(idx, NO_STRINGS, safe=False))
+        else:
+            out.append(pa.Array.from_buffers(f.type, n, [validity, zeros], null_count=n))
+    return out
 
 
 def _bitmap(valid: np.ndarray) -> pa.Buffer | None:

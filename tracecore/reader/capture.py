@@ -9,7 +9,7 @@ what follows it is raised, and a truncated tail is a warning, not an error.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +37,8 @@ class ReaderStats:
     interfaces: int = 0
     formats: set[str] = field(default_factory=set)  # e.g. {"pcap-le-us"} or {"pcapng-le", "gzip"}
     link_types: set[int] = field(default_factory=set)
+    rdma_cut_short: int = 0  # RoCE packets whose BTH or extension header the capture cut (fields null)
+    tunnel_cut_short: int = 0  # VXLAN/Geneve packets whose tunnel or inner headers the capture cut
 
 
 @dataclass
@@ -58,13 +60,29 @@ class CaptureReader:
     pcapng Simple Packet Blocks carry no timestamp: they get the timestamp of the packet
     before them in the file (0 when there is none), so time stays monotone for analysis;
     `stats.simple_packet_blocks` counts them. Their interface is 0, as the format says.
+
+    UDP destination port 4791 is RoCEv2 (whatever the source port), 6081 Geneve, and `vxlan_ports`
+    (default 4789 and 8472) VXLAN; RoCE packets and tunnels whose headers the capture cut short
+    keep null fields and are counted (`stats.rdma_cut_short`, `stats.tunnel_cut_short`) and warned of.
     """
 
-    def __init__(self, path: str | Path, batch_rows: int = abi.DEFAULT_BATCH_ROWS):
+    def __init__(
+        self,
+        path: str | Path,
+        batch_rows: int = abi.DEFAULT_BATCH_ROWS,
+        vxlan_ports: Iterable[int] = abi.DEFAULT_VXLAN_PORTS,
+    ):
         if batch_rows < 1:
             raise UsageError(f"batch_rows must be at least 1, not {batch_rows}")
+        ports = sorted(set(vxlan_ports))
+        if any(not 0 < p < 65536 for p in ports) or {abi.ROCEV2_PORT, abi.GENEVE_PORT} & set(ports):
+            raise UsageError(
+                f"vxlan_ports must be UDP ports (1-65535) other than RoCEv2's {abi.ROCEV2_PORT} and"
+                f" Geneve's {abi.GENEVE_PORT}, not {ports}"
+            )
         self.path = Path(path)
         self.batch_rows = batch_rows
+        self.vxlan_ports = np.array(ports, dtype=np.int64)
         self.warnings: list[str] = []
         self.stats = ReaderStats()
 
@@ -163,6 +181,9 @@ class CaptureReader:
             self._count_undecoded(cols.link_types(n))
             st[abi.UNSUPPORTED] = 0
         batch = cols.to_batch(n, table, st)
+        rdma_short, tunnel_short = cols.cut_short(n)
+        self.stats.rdma_cut_short += rdma_short
+        self.stats.tunnel_cut_short += tunnel_short
         self.stats.packets += n
         st[abi.N] = 0
         return batch
@@ -194,6 +215,18 @@ class CaptureReader:
                 f"{self.path}: {counted} kept with null IP fields: tracecore has no network decoder "
                 f"for {which}"
             )
+        if s.rdma_cut_short:
+            self.warnings.append(
+                f"{self.path}: {s.rdma_cut_short} RoCE packet{'s' if s.rdma_cut_short > 1 else ''} cut short"
+                " inside the BTH or an extension header: the RDMA fields the capture lacks are null"
+            )
+        if s.tunnel_cut_short:
+            plural = "s" if s.tunnel_cut_short > 1 else ""
+            self.warnings.append(
+                f"{self.path}: {s.tunnel_cut_short} VXLAN/Geneve packet{plural}"
+                " cut short inside the tunnel header or the inner headers: the inner fields the capture"
+                " lacks are null"
+            )
         if s.simple_packet_blocks:
             self.warnings.append(
                 f"{self.path}: {s.simple_packet_blocks} pcapng simple packet blocks have no timestamp: "
@@ -213,7 +246,7 @@ class CaptureReader:
         def call(buf, pos, rows, table, cols, st):
             return pcap_records(
                 buf, pos, big, hdr.nanos, hdr.lengths_swapped, hdr.link_type, limit, rows, table.umax,
-                *cols.kernel_args(), *table.kernel_args(), st,
+                self.vxlan_ports, *cols.kernel_args(), *table.kernel_args(), st,
             )  # fmt: skip
 
         yield from self._loop(win, 24, call)
@@ -226,7 +259,7 @@ class CaptureReader:
 
         def call(buf, pos, rows, table, cols, st):
             return pcapng_blocks(
-                buf, pos, sec.order == ">", sec.table, len(sec.ifaces), rows, table.umax,
+                buf, pos, sec.order == ">", sec.table, len(sec.ifaces), rows, table.umax, self.vxlan_ports,
                 *cols.kernel_args(), *table.kernel_args(), st,
             )  # fmt: skip
 

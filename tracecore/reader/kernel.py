@@ -8,9 +8,12 @@ batch carries int32 dictionary indices and Python formats only the distinct addr
 Compiled functions that take arrays pay reference counting per call, so everything called
 per packet is inlined (`inline="always"`); `parse` returns scalars and `_store` writes them
 (bench/results/reader-notes.md has the measurements behind this shape). Per packet the kernel
-writes 14 column slots: validity is one byte of bits, not a byte per column, and the IP fields'
-validity is ip_version != 0. Records are parsed a chunk at a time and the chunk's addresses
-interned afterwards (`_intern_rows`), which keeps the probe loop out of the parse loop.
+writes 14 column slots: validity is one byte of bits (abi.V_*, ip_fragment one of them), not a
+byte per column, and the IP fields' validity is ip_version != 0. Records are parsed a chunk at a
+time and the chunk's addresses interned afterwards (`_intern_rows`), which keeps the probe loop out
+of the parse loop. RoCE and tunnel packets are only noted in the parse loop and decoded after the
+chunk (`_pending_layers`), so the TCP path carries none of their code or values
+(bench/results/rdma-reader.md).
 Link types are compared by name (linktypes.py): numba compiles those globals in as constants.
 
 A kernel returns `(status, pos)`: it stops when the batch or the address table is full,
@@ -27,6 +30,7 @@ from numba import njit
 
 from tracecore.reader.abi import (
     CAPBYTES,
+    DST_PORT,
     ERR,
     ERR_BLOCKLEN,
     ERR_CAPLEN,
@@ -36,21 +40,65 @@ from tracecore.reader.abi import (
     ERR_SHORTBLOCK,
     ERR_TRAILER,
     ERR_VALUE,
+    F_ACK_REQ,
+    F_BECN,
+    F_FECN,
+    F_SOLICITED,
+    GENEVE_PORT,
+    INNER_DST_PORT,
+    INNER_PROTO,
+    INNER_SRC_PORT,
+    INNER_VERSION,
+    IP_PROTO,
+    IP_VERSION,
+    L4_LEN,
     LAST_TS,
+    LAYERS,
     NSTATE,
     NUNIQ,
+    R_AETH,
+    R_DETH,
+    R_PAYLOAD_LEN,
+    R_RETH,
+    RDMA_DEST_QP,
+    RDMA_DETH_SRC_QP,
+    RDMA_FLAGS,
+    RDMA_OPCODE,
+    RDMA_PAYLOAD_LEN,
+    RDMA_PSN,
+    RDMA_RETH_DMA_LEN,
+    RDMA_SYNDROME,
+    RDMA_VALID,
+    ROCEV2_PORT,
     SPB,
+    SRC_PORT,
     ST_CORRUPT,
     ST_FULL,
     ST_META,
     ST_NEED,
+    T_INNER_PORTS,
+    TCP_FLAGS,
+    TOS,
+    TUNNEL,
+    TUNNEL_GENEVE,
+    TUNNEL_VALID,
+    TUNNEL_VXLAN,
     UNSUPPORTED,
+    V_FRAGMENT,
+    V_PORTS,
+    V_RDMA,
+    V_RDMA_SHORT,
+    V_TUNNEL,
+    V_TUNNEL_SHORT,
+    VALID,
+    VNI,
     N,
 )
 from tracecore.reader.formats import MAX_BLOCK
 from tracecore.reader.linktypes import (
     LINKTYPE_C_HDLC,
     LINKTYPE_ETHERNET,
+    LINKTYPE_IPOIB,
     LINKTYPE_IPV4,
     LINKTYPE_IPV6,
     LINKTYPE_LINUX_SLL,
@@ -240,6 +288,10 @@ def _net_type(buf, p, end, link):
         if af == 10 or af == 24 or af == 28 or af == 30:
             return 0x86DD, p + 4
         return -1, p
+    if link == LINKTYPE_IPOIB:  # 40 bytes of addresses, ethertype, 2 reserved (tcpdump's print-ipoib.c)
+        if cap < 44:
+            return -1, p
+        return _u16be(buf, p + 40), p + 44
     if link == LINKTYPE_C_HDLC:  # address, control, ethertype
         if cap < 4:
             return -1, p
@@ -256,30 +308,285 @@ def _net_type(buf, p, end, link):
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
-def _no_ip(known):
-    z = U64(0)
-    return (
-        known,
-        np.int64(0),
-        np.int64(0),
-        np.int64(0),
-        np.int64(0),
-        np.int64(0),
-        np.int64(0),
-        np.int64(0),
-        np.int64(0),
-        z,
-        z,
-        z,
-        z,
-    )
+def _no_rd():
+    z = np.int64(0)
+    return (z, z, z, z, z, z, z, z, z)
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
-def parse(buf, p, cap, orig, link):
+def _no_tn():
+    z = np.int64(0)
+    u = U64(0)
+    return (z, z, z, z, z, z, z, u, u, u, u)
+
+
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def _no_ip(known):
+    z = U64(0)
+    i = np.int64(0)
+    return (known, i, i, i, i, i, i, i, i, z, z, z, z, i, i, i, i)
+
+
+# What `parse` found beyond IP for `_layers` to decode (its LAYER_* code; 0: nothing).
+LAYER_ROCEV2 = 1  # a BTH at the UDP payload
+LAYER_VXLAN = 2
+LAYER_GENEVE = 3
+LAYER_ROCEV1 = 4  # a GRH, then a BTH (ethertype 0x8915)
+
+
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def _u24(b, p):
+    return (np.int64(b[p]) << 16) | (np.int64(b[p + 1]) << 8) | np.int64(b[p + 2])
+
+
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def _ext_headers(op):
+    """(bytes of extension headers after the BTH, RETH offset, AETH offset, DETH offset) of a BTH
+    opcode (IBA vol. 1, table 37; offsets -1 where absent); bytes -1: an opcode without a layout."""
+    if op == 0x81:  # RoCEv2 CNP: 16 reserved bytes
+        return 16, -1, -1, -1
+    kind = op >> 5
+    code = op & 31
+    if kind == 3:  # UD: SEND Only (with Immediate)
+        if code == 4:
+            return 8, -1, -1, 0
+        if code == 5:
+            return 12, -1, -1, 0
+        return -1, -1, -1, -1
+    base = 0
+    deth = -1
+    if kind == 2:  # RD: RDETH, then DETH, before the rest
+        base = 12
+        deth = 4
+    elif kind > 2 or (kind == 1 and code > 0x0B):
+        return -1, -1, -1, -1
+    if code <= 2 or code == 4 or code == 7 or code == 8 or code == 0x0E:
+        return base, -1, -1, deth
+    if code == 3 or code == 5 or code == 9 or code == 0x16 or code == 0x17:  # ImmDt or IETH
+        return base + 4, -1, -1, deth
+    if code == 6 or code == 0x0A or code == 0x0C:
+        return base + 16, base, -1, deth
+    if code == 0x0B:  # RETH + ImmDt
+        return base + 20, base, -1, deth
+    if code == 0x0D or code == 0x0F or code == 0x10 or code == 0x11:
+        return base + 4, -1, base, deth
+    if code == 0x12:  # AETH + AtomicAckETH
+        return base + 12, -1, base, deth
+    if code == 0x13 or code == 0x14:  # AtomicETH
+        return base + 28, -1, -1, deth
+    return -1, -1, -1, -1
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def _bth(buf, b, end, ulen):
+    """The BTH at b and its extension headers: (rdma fields, validity bits). `ulen` = bytes from the
+    BTH to the end of the ICRC per the IP/GRH lengths, -1 when unknown.
+
+    rdma fields: (opcode, flags, AETH syndrome, RDMA_VALID bits, dest QP, PSN, payload bytes,
+    RETH DMA length, DETH source QP). A BTH cut short gives no fields and V_RDMA_SHORT."""
+    if b + 12 > end:
+        return _no_rd(), np.int64(V_RDMA_SHORT)
+    op = np.int64(buf[b])
+    b1 = np.int64(buf[b + 1])
+    b4 = np.int64(buf[b + 4])
+    flags = (
+        ((np.int64(buf[b + 8]) >> 7) * F_ACK_REQ)
+        | ((b1 >> 7) * F_SOLICITED)
+        | ((b4 >> 7) * F_FECN)
+        | (((b4 >> 6) & 1) * F_BECN)
+    )
+    ext, reth, aeth, deth = _ext_headers(op)
+    bits = np.int64(V_RDMA)
+    rvalid = np.int64(0)
+    syn = np.int64(0)
+    plen = np.int64(0)
+    dmalen = np.int64(0)
+    srcqp = np.int64(0)
+    if ext >= 0:
+        h = b + 12
+        if h + ext > end:
+            bits |= V_RDMA_SHORT
+        else:
+            if reth >= 0:
+                dmalen = _u32(buf, h + reth + 12, True)
+                rvalid |= R_RETH
+            if aeth >= 0:
+                syn = np.int64(buf[h + aeth])
+                rvalid |= R_AETH
+            if deth >= 0:
+                srcqp = _u24(buf, h + deth + 5)
+                rvalid |= R_DETH
+        if ulen >= 0:
+            plen = ulen - 12 - ext - 4 - ((b1 >> 4) & 3)
+            if plen >= 0:
+                rvalid |= R_PAYLOAD_LEN
+            else:
+                plen = np.int64(0)
+    rd = (op, flags, syn, rvalid, _u24(buf, b + 5), _u24(buf, b + 9), plen, dmalen, srcqp)
+    return rd, bits
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def _tunnel(buf, u, end, kind):
+    """The VXLAN or Geneve header at u (the UDP payload) and the packet inside it: (rdma fields,
+    tunnel fields, validity bits). Tunnel fields: (kind, VNI, inner IP version, inner protocol,
+    TUNNEL_VALID bits, inner ports, inner address keys); RoCEv2 inside fills the rdma fields."""
+    none = np.int64(0)
+    if u + 8 > end:
+        return _no_rd(), _no_tn(), np.int64(V_TUNNEL_SHORT)
+    if kind == TUNNEL_VXLAN:
+        if (buf[u] & 0x08) == 0:  # the I flag: without it this is no VXLAN header
+            return _no_rd(), _no_tn(), none
+        q = u + 8
+        et = np.int64(0x6558)
+    else:
+        if (buf[u] >> 6) != 0:  # Geneve version 0 only
+            return _no_rd(), _no_tn(), none
+        q = u + 8 + np.int64(buf[u] & 0x3F) * 4  # options skipped
+        et = _u16be(buf, u + 2)
+    vni = _u24(buf, u + 4)
+    bits = np.int64(V_TUNNEL)
+    if et == 0x6558:  # an Ethernet frame
+        if q + 14 > end:
+            return (
+                _no_rd(),
+                (kind, vni, none, none, none, none, none, U64(0), U64(0), U64(0), U64(0)),
+                bits | V_TUNNEL_SHORT,
+            )
+        et, q = _ethernet(buf, q, end)
+    ver = np.int64(0)
+    pr = np.int64(0)
+    s_hi = U64(0)
+    s_lo = U64(0)
+    d_hi = U64(0)
+    d_lo = U64(0)
+    first = True
+    payload = np.int64(-1)
+    t = q
+    if et == 0x0800:
+        if q + 20 > end:
+            bits |= V_TUNNEL_SHORT
+        elif (buf[q] >> 4) == 4 and (buf[q] & 15) >= 5:
+            ihl = np.int64(buf[q] & 15) * 4
+            ver = np.int64(4)
+            pr = np.int64(buf[q + 9])
+            s_lo = U64(_u32(buf, q + 12, True))
+            d_lo = U64(_u32(buf, q + 16, True))
+            first = (_u16be(buf, q + 6) & 0x1FFF) == 0
+            payload = _u16be(buf, q + 2) - ihl
+            t = q + ihl
+    elif et == 0x86DD:
+        if q + 40 > end:
+            bits |= V_TUNNEL_SHORT
+        elif (buf[q] >> 4) == 6:
+            ver = np.int64(6)
+            pr = np.int64(buf[q + 6])
+            s_hi = _u64be(buf, q + 8)
+            s_lo = _u64be(buf, q + 16)
+            d_hi = _u64be(buf, q + 24)
+            d_lo = _u64be(buf, q + 32)
+            t = q + 40
+            while pr == 0 or pr == 43 or pr == 60 or pr == 51 or pr == 44:
+                if t + 8 > end:
+                    bits |= V_TUNNEL_SHORT
+                    break
+                hl = (np.int64(buf[t + 1]) + 2) * 4 if pr == 51 else (np.int64(buf[t + 1]) + 1) * 8
+                if pr == 44:
+                    hl = np.int64(8)
+                    first = (_u16be(buf, t + 2) & 0xFFF8) == 0
+                if t + hl > end:
+                    bits |= V_TUNNEL_SHORT
+                    break
+                pr = np.int64(buf[t])
+                t += hl
+                if not first:
+                    break
+            payload = _u16be(buf, q + 4) + 40 - (t - q)
+    sport = np.int64(0)
+    dport = np.int64(0)
+    tvalid = np.int64(0)
+    rd = _no_rd()
+    if ver != 0 and first and (pr == 6 or pr == 17 or pr == 132 or pr == 136):
+        if t + 4 > end:
+            bits |= V_TUNNEL_SHORT
+        else:
+            sport = _u16be(buf, t)
+            dport = _u16be(buf, t + 2)
+            tvalid = np.int64(T_INNER_PORTS)
+            if pr == 17 and dport == ROCEV2_PORT:
+                rd, rbits = _bth(buf, t + 8, end, payload - 8 if payload >= 8 else np.int64(-1))
+                bits |= rbits
+    return rd, (kind, vni, ver, pr, tvalid, sport, dport, s_hi, s_lo, d_hi, d_lo), bits
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def _layers(buf, layer, at, end, ulen, n, r, c8, c16, c32, keys):
+    """Decode what `parse` found beyond IP at `at` (a LAYER_* code) and write its columns to row n and
+    the inner address keys to scratch row r; returns the validity bits (abi.V_*) to add.
+
+    Not inlined, and called only for RoCE and tunnel packets: the TCP path neither runs nor carries
+    any of it (its values would be live across the parse loop otherwise), so it costs TCP nothing."""
+    tn = _no_tn()
+    if layer == LAYER_ROCEV2:
+        rd, bits = _bth(buf, at, end, ulen)
+    elif layer == LAYER_ROCEV1:
+        if at + 40 > end:
+            return np.int64(V_RDMA_SHORT)
+        if buf[at + 6] != 0x1B:  # the GRH's next header is not a BTH
+            return np.int64(0)
+        rd, bits = _bth(buf, at + 40, end, _u16be(buf, at + 4))
+    else:
+        rd, tn, bits = _tunnel(
+            buf, at, end, np.int64(TUNNEL_VXLAN if layer == LAYER_VXLAN else TUNNEL_GENEVE)
+        )
+    if bits & V_RDMA:
+        op, rflags, syn, rvalid, qp, psn, plen, dmalen, srcqp = rd
+        c8[RDMA_OPCODE, n] = op
+        c8[RDMA_FLAGS, n] = rflags
+        c8[RDMA_SYNDROME, n] = syn
+        c8[RDMA_VALID, n] = rvalid
+        c32[RDMA_DEST_QP, n] = qp
+        c32[RDMA_PSN, n] = psn
+        c32[RDMA_PAYLOAD_LEN, n] = plen
+        c32[RDMA_RETH_DMA_LEN, n] = dmalen
+        c32[RDMA_DETH_SRC_QP, n] = srcqp
+    if bits & V_TUNNEL:
+        kind, vni, iver, ipr, tvalid, isport, idport, is_hi, is_lo, id_hi, id_lo = tn
+        c8[TUNNEL, n] = kind
+        c8[INNER_VERSION, n] = iver
+        c8[INNER_PROTO, n] = ipr
+        c8[TUNNEL_VALID, n] = tvalid
+        c16[INNER_SRC_PORT, n] = isport
+        c16[INNER_DST_PORT, n] = idport
+        c32[VNI, n] = vni
+        keys[4, r] = is_hi
+        keys[5, r] = is_lo
+        keys[6, r] = id_hi
+        keys[7, r] = id_lo
+    return bits
+
+
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def _udp_layer(dport, vx):
+    """The LAYER_* code of a UDP destination port: RoCEv2's, Geneve's, one of the VXLAN ports `vx`,
+    or 0."""
+    if dport == ROCEV2_PORT:
+        return LAYER_ROCEV2
+    if dport == GENEVE_PORT:
+        return LAYER_GENEVE
+    for i in range(vx.shape[0]):
+        if vx[i] == dport:
+            return LAYER_VXLAN
+    return 0
+
+
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def parse(buf, p, cap, orig, link, vx):
     """Network fields of the frame at buf[p:p+cap], as a tuple of scalars:
     (link known, ip_version (0 = none), ip_proto, ip_fragment, src_port, dst_port, tcp_flags,
-    l4_payload_len, validity bits (1 ports, 2 flags, 4 l4), src key hi/lo, dst key hi/lo).
+    l4_payload_len, validity bits (abi.V_*), src key hi/lo, dst key hi/lo, IP TOS / traffic class,
+    LAYER_* code, its offset, its length per the IP lengths (-1: unknown)): `_layers` decodes the
+    RoCE or tunnel headers a nonzero LAYER_* code points at.
 
     Why a tuple and not column stores: a call that takes arrays pays reference counting on
     each, per packet; this call takes only `buf`, and `_store` (inlined) writes the columns.
@@ -297,6 +604,7 @@ def parse(buf, p, cap, orig, link):
         ihl = np.int64(buf[q] & 15) * 4
         if ihl < 20:
             return _no_ip(True)
+        tos = np.int64(buf[q + 1])
         total = _u16be(buf, q + 2)
         fo = _u16be(buf, q + 6)
         pr = np.int64(buf[q + 9])
@@ -314,6 +622,7 @@ def parse(buf, p, cap, orig, link):
     elif et == 0x86DD:
         if q + 40 > end or (buf[q] >> 4) != 6:
             return _no_ip(True)
+        tos = ((np.int64(buf[q]) & 15) << 4) | (np.int64(buf[q + 1]) >> 4)
         plen = _u16be(buf, q + 4)
         pr = np.int64(buf[q + 6])
         version = np.int64(6)
@@ -345,6 +654,10 @@ def parse(buf, p, cap, orig, link):
                 break
         total = (plen + 40) if plen != 0 else orig - (q - p)
         payload = total - (t - q)
+    elif et == 0x8915:
+        z = U64(0)
+        i = np.int64(0)
+        return (True, i, i, i, i, i, i, i, i, z, z, z, z, i, np.int64(LAYER_ROCEV1), q, i)
     else:
         return _no_ip(True)
     sport = np.int64(0)
@@ -352,11 +665,31 @@ def parse(buf, p, cap, orig, link):
     flags = np.int64(0)
     l4 = np.int64(0)
     valid = np.int64(0)
+    layer = np.int64(0)
+    ulen = np.int64(0)
     if not first:
         if payload >= 0:
             l4 = payload
             valid = np.int64(4)
-        return True, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo
+        return (
+            True,
+            version,
+            pr,
+            frag,
+            sport,
+            dport,
+            flags,
+            l4,
+            valid,
+            s_hi,
+            s_lo,
+            d_hi,
+            d_lo,
+            tos,
+            layer,
+            t,
+            ulen,
+        )
     if (pr == 6 or pr == 17 or pr == 132 or pr == 136) and t + 4 <= end:
         sport = _u16be(buf, t)
         dport = _u16be(buf, t + 2)
@@ -364,7 +697,25 @@ def parse(buf, p, cap, orig, link):
     hdr = np.int64(0)
     if pr == 6:
         if t + 14 > end:
-            return True, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo
+            return (
+                True,
+                version,
+                pr,
+                frag,
+                sport,
+                dport,
+                flags,
+                l4,
+                valid,
+                s_hi,
+                s_lo,
+                d_hi,
+                d_lo,
+                tos,
+                layer,
+                t,
+                ulen,
+            )
         flags = ((np.int64(buf[t + 12]) & 1) << 8) | np.int64(buf[t + 13])
         valid |= 2
         hdr = (np.int64(buf[t + 12]) >> 4) * 4
@@ -375,7 +726,29 @@ def parse(buf, p, cap, orig, link):
     if payload >= hdr:
         l4 = payload - hdr
         valid |= 4
-    return True, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo
+    if pr == 17 and (valid & V_PORTS):
+        layer = _udp_layer(dport, vx)
+        ulen = l4 if payload >= 8 else np.int64(-1)
+        t += 8
+    return (
+        True,
+        version,
+        pr,
+        frag,
+        sport,
+        dport,
+        flags,
+        l4,
+        valid,
+        s_hi,
+        s_lo,
+        d_hi,
+        d_lo,
+        tos,
+        layer,
+        t,
+        ulen,
+    )
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
@@ -383,19 +756,18 @@ def _store(f, n, r, c8, c16, c32, keys):
     """Write one packet's parsed fields to row n and its address keys to scratch row r;
     returns whether the link type was known.
 
-    c8 rows: ip_version, ip_proto, ip_fragment, validity bits (1 ports, 2 flags, 4 l4; the IP
-    fields are valid where ip_version != 0). c16 rows: src_port, dst_port, tcp_flags.
-    c32: l4_payload_len. keys rows: src hi, src lo, dst hi, dst lo (see `_intern_rows`).
+    Row numbers are abi's (IP_VERSION, …); the RDMA and tunnel rows are `_layers`'s. keys rows: src hi,
+    src lo, dst hi, dst lo (the inner ones, rows 4-7, are `_layers`'s; see `_intern_rows`).
     """
-    known, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo = f
-    c8[0, n] = version
-    c8[1, n] = pr
-    c8[2, n] = frag
-    c8[3, n] = valid
-    c16[0, n] = sport
-    c16[1, n] = dport
-    c16[2, n] = flags
-    c32[n] = l4
+    known, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo, tos, _, _, _ = f
+    c8[IP_VERSION, n] = version
+    c8[IP_PROTO, n] = pr
+    c8[TOS, n] = tos
+    c8[VALID, n] = valid | (frag * V_FRAGMENT)
+    c16[SRC_PORT, n] = sport
+    c16[DST_PORT, n] = dport
+    c16[TCP_FLAGS, n] = flags
+    c32[L4_LEN, n] = l4
     keys[0, r] = s_hi
     keys[1, r] = s_lo
     keys[2, r] = d_hi
@@ -404,16 +776,51 @@ def _store(f, n, r, c8, c16, c32, keys):
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
-def _row(buf, p, cap, orig, ts, ifid, link, n, first, cols):
+def _row(buf, p, cap, orig, ts, ifid, link, n, first, cols, npend):
     """Row n: the record's frame fields, then its parsed fields (`_store`); returns whether its
-    link type is known. `cols` = (ts, c32f, c16f, c8, c16, c32, keys), the kernel's arrays."""
-    ts_col, c32f, c16f, c8, c16, c32, keys = cols
+    link type is known and the count of RoCE/tunnel rows pending in the chunk. `cols` = (ts, c32f,
+    c16f, c8, c16, c32, keys, vx): the kernel's arrays and the VXLAN ports.
+
+    A row with a RoCE or tunnel layer is only noted (keys rows 8-12, slot `npend`: row, LAYER_*
+    code, offset, end, length + 1); `_pending_layers` decodes it after the chunk, so the parse loop
+    holds no call and no interning beyond what TCP needs."""
+    ts_col, c32f, c16f, c8, c16, c32, keys, vx = cols
     ts_col[n] = ts
     c32f[0, n] = orig
     c32f[1, n] = cap
     c16f[0, n] = ifid
     c16f[1, n] = link
-    return _store(parse(buf, p, cap, orig, link), n, n - first, c8, c16, c32, keys)
+    f = parse(buf, p, cap, orig, link, vx)
+    known = _store(f, n, n - first, c8, c16, c32, keys)
+    layer = f[14]
+    if layer != 0:
+        keys[8, npend] = n
+        keys[9, npend] = layer
+        keys[10, npend] = f[15]
+        keys[11, npend] = p + cap
+        keys[12, npend] = f[16] + 1
+        return known, npend + 1
+    return known, npend
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st):
+    """Decode the chunk's `npend` RoCE/tunnel rows `_row` noted (`_layers`), intern their inner
+    addresses into the batch's dictionary and OR their validity bits into st[LAYERS] (so the batch's
+    conversion knows which layers it has without a scan)."""
+    for j in range(npend):
+        n = np.int64(keys[8, j])
+        r = n - first
+        ulen = np.int64(keys[12, j]) - 1
+        bits = _layers(buf, np.int64(keys[9, j]), np.int64(keys[10, j]), np.int64(keys[11, j]), ulen, n, r,
+                       c8, c16, c32, keys)  # fmt: skip
+        c8[VALID, n] |= bits
+        st[LAYERS] |= bits
+        if bits & V_TUNNEL:
+            inner = np.int64(c8[INNER_VERSION, n])
+            if inner != 0:
+                cidx[2, n] = _intern(keys[4, r], keys[5, r], inner, tab, u_key, u_kind, st)
+                cidx[3, n] = _intern(keys[6, r], keys[7, r], inner, tab, u_key, u_kind, st)
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
@@ -440,7 +847,7 @@ def _intern_rows(first, stop, c8, keys, cidx, tab, u_key, u_kind, st):
     a = none  # the last source as (hi, lo, kind, index)
     b = none  # the last destination
     for n in range(first, stop):
-        kind = np.int64(c8[0, n])
+        kind = np.int64(c8[IP_VERSION, n])
         if kind == 0:
             cidx[0, n] = 0
             cidx[1, n] = 0
@@ -457,8 +864,9 @@ def _intern_rows(first, stop, c8, keys, cidx, tab, u_key, u_kind, st):
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _chunk_stop(n, nmax, keys, nuniq, umax):
     """Last row (exclusive) of the next chunk: at most a scratch's worth, at most the batch,
-    and no more rows than the address table has room for (two new addresses per row)."""
-    return min(nmax, n + min(keys.shape[1], (umax - nuniq) // 2))
+    and no more rows than the address table has room for (four new addresses per row: a tunnel
+    packet's outer and inner ones)."""
+    return min(nmax, n + min(keys.shape[1], (umax - nuniq) // 4))
 
 
 @njit(nogil=True, cache=True, _nrt=False)
@@ -472,6 +880,7 @@ def pcap_records(
     limit,
     nmax,
     umax,
+    vx,
     ts_col,
     c32f,
     c16f,
@@ -485,7 +894,8 @@ def pcap_records(
     u_kind,
     st,
 ):
-    """Classic pcap records from `pos` until the batch is full or the buffer ends.
+    """Classic pcap records from `pos` until the batch is full or the buffer ends; `vx` holds the
+    UDP ports read as VXLAN.
 
     Records are parsed a chunk at a time, then the chunk's addresses are interned. Counters
     live in locals inside the loop (the compiler cannot keep `st` slots in registers, since
@@ -498,12 +908,13 @@ def pcap_records(
     capbytes = 0
     unsupported = 0
     status = np.int64(ST_FULL)
-    cols = (ts_col, c32f, c16f, c8, c16, c32, keys)
+    cols = (ts_col, c32f, c16f, c8, c16, c32, keys, vx)
     while status == ST_FULL:
         stop = _chunk_stop(n, nmax, keys, st[NUNIQ], umax)
         if stop <= n:
             break
         first = n
+        npend = 0
         while n < stop:
             if pos + 16 > end:
                 status = np.int64(ST_NEED)
@@ -521,12 +932,15 @@ def pcap_records(
                 status = np.int64(ST_NEED)
                 break
             ts = _u32(buf, pos, big) * 1_000_000_000 + _u32(buf, pos + 4, big) * mult
-            if not _row(buf, pos + 16, cap, orig, ts, 0, link, n, first, cols):
+            known, npend = _row(buf, pos + 16, cap, orig, ts, 0, link, n, first, cols, npend)
+            if not known:
                 unsupported += 1
             capbytes += cap
             n += 1
             pos += 16 + cap
         _intern_rows(first, n, c8, keys, cidx, tab, u_key, u_kind, st)
+        if npend:
+            _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st)
     st[N] = n
     st[LAST_TS] = ts
     st[CAPBYTES] += capbytes
@@ -554,7 +968,26 @@ def _ts_ns(t, kind, factor, offset):
 
 @njit(nogil=True, cache=True, _nrt=False)
 def pcapng_blocks(
-    buf, pos, big, ifs, n_if, nmax, umax, ts_col, c32f, c16f, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st
+    buf,
+    pos,
+    big,
+    ifs,
+    n_if,
+    nmax,
+    umax,
+    vx,
+    ts_col,
+    c32f,
+    c16f,
+    c8,
+    c16,
+    c32,
+    cidx,
+    keys,
+    tab,
+    u_key,
+    u_kind,
+    st,
 ):
     """pcapng blocks of one section from `pos`; ifs rows: link, snaplen, ts kind, factor, offset.
 
@@ -567,12 +1000,13 @@ def pcapng_blocks(
     unsupported = 0
     spb = 0
     status = np.int64(ST_FULL)
-    cols = (ts_col, c32f, c16f, c8, c16, c32, keys)
+    cols = (ts_col, c32f, c16f, c8, c16, c32, keys, vx)
     while status == ST_FULL:
         stop = _chunk_stop(n, nmax, keys, st[NUNIQ], umax)
         if stop <= n:
             break
         first = n
+        npend = 0
         while n < stop:
             if pos + 12 > end:
                 status = np.int64(ST_NEED)
@@ -613,7 +1047,8 @@ def pcapng_blocks(
                     break
                 t = (_u32(buf, pos + 12, big) << 32) | _u32(buf, pos + 16, big)
                 ts = _ts_ns(t, ifs[ifid, 2], ifs[ifid, 3], ifs[ifid, 4])
-                if not _row(buf, pos + 28, cap, orig, ts, ifid, ifs[ifid, 0], n, first, cols):
+                known, npend = _row(buf, pos + 28, cap, orig, ts, ifid, ifs[ifid, 0], n, first, cols, npend)
+                if not known:
                     unsupported += 1
                 capbytes += cap
                 n += 1
@@ -629,13 +1064,16 @@ def pcapng_blocks(
                 if ifs[0, 1] > 0:
                     cap = min(cap, ifs[0, 1])
                 # no timestamp in an SPB: it carries the previous packet's
-                if not _row(buf, pos + 12, cap, orig, ts, 0, ifs[0, 0], n, first, cols):
+                known, npend = _row(buf, pos + 12, cap, orig, ts, 0, ifs[0, 0], n, first, cols, npend)
+                if not known:
                     unsupported += 1
                 capbytes += cap
                 spb += 1
                 n += 1
             pos += blen
         _intern_rows(first, n, c8, keys, cidx, tab, u_key, u_kind, st)
+        if npend:
+            _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st)
     st[N] = n
     st[LAST_TS] = ts
     st[CAPBYTES] += capbytes

@@ -7,7 +7,8 @@ warnings and the tests' oracle read the same ones. This module is part of the ke
 
 Frames of any other link type (802.11, radiotap, PPI, FDDI, …) are kept with null network fields,
 and the reader warns, naming the link type and counting its frames. They get no slower decoder of
-last resort: training traffic is Ethernet, Linux SLL, raw IP or loopback, all decoded here.
+last resort: training traffic is Ethernet, Linux SLL, raw IP, loopback or IP over InfiniBand,
+all decoded here.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ LINKTYPE_LOOP = 108  # OpenBSD loopback: address family in network byte order
 LINKTYPE_LINUX_SLL = 113
 LINKTYPE_IPV4 = 228
 LINKTYPE_IPV6 = 229
+LINKTYPE_IPOIB = 242  # IP over InfiniBand (RFC 4391): 40 bytes of addresses, ethertype, 2 reserved
 LINKTYPE_LINUX_SLL2 = 276
 
 DECODED = frozenset(
@@ -40,6 +42,7 @@ DECODED = frozenset(
         LINKTYPE_LINUX_SLL,
         LINKTYPE_IPV4,
         LINKTYPE_IPV6,
+        LINKTYPE_IPOIB,
         LINKTYPE_LINUX_SLL2,
     }
 )
