@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -21,6 +22,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("update_snapshots", default=False) and _in_ci():
         raise pytest.UsageError("--snapshot-update is refused when CI is set: update snapshots locally")
     os.environ["TRACECORE_CACHE_DIR"] = tempfile.mkdtemp(prefix="tracecore-test-cache-")
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # Started in the background of a shell without job control, SIGINT is ignored and every
+        # child would inherit that: the Ctrl-C tests' ingests would never see their SIGINT.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _in_ci() -> bool:

@@ -124,7 +124,9 @@ def test_ctrl_c_cancels_the_clusters_futures_and_commits_nothing(tmp_path: Path)
                 time.sleep(0.1)
             assert client.run_on_scheduler(_task_count) == 0  # every future was cancelled
     assert proc.returncode == 130
-    assert err.strip().splitlines() == ["Interrupted; nothing half-written was kept."]
+    assert err.strip().splitlines() == [
+        f"Interrupted before the commit: nothing was committed; {out} holds no dataset yet."
+    ]
     assert not (out / ".staging").exists()
     assert not (out / "tracecore.duckdb").exists()
 
