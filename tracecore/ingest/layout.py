@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
@@ -87,14 +88,19 @@ def claim(out: Path) -> None:
     if marker.is_file():
         return
     try:
-        names = {p.name for p in out.iterdir()} - {LOCK_NAME, f".{MARKER}.tmp"}
+        names = {p.name for p in out.iterdir() if not p.name.startswith(f".{MARKER}.tmp")} - {
+            LOCK_NAME,
+            MARKER,
+        }
         older = (out / CATALOG_NAME).is_file() and (out / PACKETS_DIR).is_dir()
         if names and not older:
             raise DatasetError(
                 f"{out}: not a tracecore dataset (no {MARKER}) and not empty; "
                 "give --out a new or empty folder, or an existing dataset"
             )
-        tmp = out / f".{MARKER}.tmp"
+        # A name of this process and thread: two ingests claiming one new folder at once each write
+        # their own file, and both renames give the same marker.
+        tmp = out / f".{MARKER}.tmp-{os.getpid()}-{threading.get_ident()}"
         tmp.write_text(f"tracecore dataset\nformat_version = {FORMAT_VERSION}\n")
         os.replace(tmp, marker)
     except OSError as err:
