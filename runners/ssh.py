@@ -36,7 +36,7 @@ from pathlib import Path
 from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
 from tracecore.runners.launchers import Host, HostCommand
-from tracecore.runners.testbed import CaptureStats, read_tcpdump_report, tcpdump_argv
+from tracecore.runners.testbed import CaptureStats, pid_alive, read_tcpdump_report, tcpdump_argv
 
 from tracecore.errors import ExitCode, TracecoreError
 
@@ -497,19 +497,9 @@ def _stale_runs(probe_out: str, me: str) -> list[str]:
         parts = line.split()
         if len(parts) == 4 and parts[0] == "runner" and parts[2] == me and parts[3].isdigit():
             pid = int(parts[3])
-            if pid == os.getpid() or not _alive(pid):
+            if pid == os.getpid() or not pid_alive(pid):
                 stale.append(parts[1])
     return stale
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _tcpdump(host: Host, capture: CaptureSettings, path: str) -> list[str]:

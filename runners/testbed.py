@@ -93,7 +93,8 @@ def list_netns() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this machine (signal 0; one owned by another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -108,14 +109,14 @@ def _kill_netns_pids(ns: str) -> None:
     proc = _run(["ip", "netns", "pids", ns], check=False)
     pids = [int(p) for p in proc.stdout.split() if p.strip().isdigit()]
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        alive = [p for p in pids if _pid_alive(p)]
+        alive = [p for p in pids if pid_alive(p)]
         if not alive:
             return
         for p in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, sig)
         deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and any(_pid_alive(p) for p in alive):
+        while time.monotonic() < deadline and any(pid_alive(p) for p in alive):
             time.sleep(0.05)
 
 
@@ -124,7 +125,7 @@ def cleanup_stale() -> list[str]:
     removed = []
     for ns in list_netns():
         m = _NAME_RE.match(ns)
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not pid_alive(int(m.group(1))):
             _kill_netns_pids(ns)
             if _run(["ip", "netns", "del", ns], check=False).returncode == 0:
                 removed.append(ns)
