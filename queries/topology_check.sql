@@ -2,7 +2,12 @@
 -- Kind: answer
 --
 -- Prediction (gradient bytes M per step, N workers; rank r = worker W(r+1), ranks in address order):
---   ring_next    ring all-reduce sending to rank i+1 (TensorFlow RING, Open MPI, NCCL, KungFu RING)
+--   nccl_ring    NCCL's own rings, from its logs (nccl_edges, kind ring): each rank sends to the next
+--                rank of its `Ring` line, ranks on workers as the logs say (nccl_rank_workers)
+--   nccl_tree    NCCL's own trees, from its logs (nccl_edges, kind tree): both directions of every
+--                tree link, M per direction per link
+--   ring_next    ring all-reduce sending to rank i+1 (TensorFlow RING, Open MPI, NCCL without its
+--                logs, KungFu RING)
 --   ring_prev    ring all-reduce sending to rank i−1 (gloo: Horovod gloo, PyTorch DDP gloo)
 --                each ring edge carries 2(N−1)/N · M per step
 --   star         parameter-server-like star at rank 0 (KungFu STAR, and TREE with one peer per host):
@@ -11,11 +16,14 @@
 --   clique       every ordered pair ≈ 2M/N (KungFu CLIQUE, MULTI_STAR)
 -- Every pattern moves 2(N−1)·M per step in total, so the predicted share of an edge is 1/#edges.
 -- The pattern comes from run_meta.topology (ring, star, tree, binary_tree[_star], clique,
--- multi_star; case-insensitive) and, for rings, from backend: gloo without nccl → ring_prev.
+-- multi_star; case-insensitive) and, for rings, from backend: gloo without nccl → ring_prev. A run
+-- with NCCL logs that declare rings (trees) gets nccl_ring for topology ring (nccl_tree for tree).
 -- Unknown topologies get pattern NULL and no prediction.
--- Measured bytes are transport payload (ACKs carry none, so the reverse ring direction reads ≈ 0)
+-- Measured bytes are transport payload, for RoCE frames the RDMA payload (ACKs carry none, so the
+-- reverse ring direction reads ≈ 0; NCCL's clear-to-send writes there are a few bytes per message)
 -- over the training window (first, last logged step] when the run has a training log, else the
--- whole run; only worker-to-worker traffic counts toward the shares.
+-- whole run; only worker-to-worker traffic counts toward the shares. nccl_topology compares NCCL's
+-- declared graph with the measured one edge by edge and QP by QP.
 --
 -- Parameters:
 --   runs   list of run names; NULL = every run
@@ -33,9 +41,20 @@
 --   per_step_ratio           payload_per_step / predicted_per_step (predicted pairs only)
 CREATE OR REPLACE MACRO topology_check(runs := NULL) AS TABLE
 WITH
+declared AS (
+    SELECT run, src_worker, dst_worker, bool_or(kind = 'ring') AS ring, bool_or(kind = 'tree') AS tree
+    FROM nccl_edges
+    WHERE src_worker IS NOT NULL AND dst_worker IS NOT NULL AND kind IN ('ring', 'tree')
+    GROUP BY run, src_worker, dst_worker
+),
+nccl AS (
+    SELECT run, bool_or(ring) AS has_ring, bool_or(tree) AS has_tree FROM declared GROUP BY run
+),
 meta AS (
-    SELECT run, topology, backend, grad_bytes,
+    SELECT r.run, r.topology, r.backend, r.grad_bytes,
            CASE
+               WHEN lower(r.topology) = 'ring' AND n.has_ring THEN 'nccl_ring'
+               WHEN lower(r.topology) = 'tree' AND n.has_tree THEN 'nccl_tree'
                WHEN lower(topology) = 'ring' AND lower(backend) LIKE '%gloo%' AND lower(backend) NOT LIKE '%nccl%'
                    THEN 'ring_prev'
                WHEN lower(topology) = 'ring' THEN 'ring_next'
@@ -43,8 +62,9 @@ meta AS (
                WHEN lower(topology) IN ('binary_tree', 'binary_tree_star') THEN 'binary_tree'
                WHEN lower(topology) IN ('clique', 'multi_star') THEN 'clique'
            END AS pattern
-    FROM run_meta
-    WHERE runs IS NULL OR list_contains(runs, run)
+    FROM run_meta AS r
+    LEFT JOIN nccl AS n ON n.run = r.run
+    WHERE runs IS NULL OR list_contains(runs, r.run)
 ),
 ranked AS (
     SELECT run, worker, ip, try_cast(substr(worker, 2) AS INTEGER) - 1 AS rank,
@@ -56,6 +76,8 @@ pairs AS (
     SELECT s.run, s.n, s.worker AS src_worker, d.worker AS dst_worker, s.ip AS src_ip, d.ip AS dst_ip,
            m.topology, m.backend, m.pattern, m.grad_bytes,
            CASE m.pattern
+               WHEN 'nccl_ring' THEN coalesce(nd.ring, false)
+               WHEN 'nccl_tree' THEN coalesce(nd.tree, false)
                WHEN 'ring_next' THEN d.rank = (s.rank + 1) % s.n
                WHEN 'ring_prev' THEN d.rank = (s.rank + s.n - 1) % s.n
                WHEN 'star' THEN s.rank = 0 OR d.rank = 0
@@ -65,11 +87,12 @@ pairs AS (
     FROM ranked AS s
     JOIN ranked AS d ON d.run = s.run AND d.worker <> s.worker
     JOIN meta AS m ON m.run = s.run
+    LEFT JOIN declared AS nd ON nd.run = s.run AND nd.src_worker = s.worker AND nd.dst_worker = d.worker
 ),
 lw AS (SELECT * FROM train_window(runs := runs)),
 measured AS (
     SELECT p.run, p.src_ip, p.dst_ip, sum(p.frame_len)::BIGINT AS bytes,
-           coalesce(sum(p.l4_payload_len), 0)::BIGINT AS payload_bytes
+           coalesce(sum(coalesce(p.rdma_payload_len, p.l4_payload_len)), 0)::BIGINT AS payload_bytes
     FROM packets AS p
     LEFT JOIN lw ON lw.run = p.run
     WHERE (runs IS NULL OR list_contains(runs, p.run))

@@ -80,3 +80,15 @@ def test_absurd_values_are_one_friendly_line(args: list[str], expected: str, sam
     assert result.exit_code == 2, result.output
     assert len(result.stderr.splitlines()) == 1
     assert result.stderr.startswith(expected)
+
+
+def test_list_and_struct_columns_are_json_text_in_csv(sample_dataset: Path) -> None:
+    """Arrow's CSV writer has no form for nested values (a view's list of QPs): JSON text, not a traceback."""
+    sql = "SELECT [35, 40] AS qps, {'a': 1, 'b': 'x'} AS s, NULL::INTEGER[] AS none, 3 AS n"
+    for fmt, expected in [
+        ("csv", '"qps","s","none","n"\n"[35, 40]","{""a"": 1, ""b"": ""x""}",,3\n'),
+        ("json", '[{"qps": [35, 40], "s": {"a": 1, "b": "x"}, "none": null, "n": 3}]\n'),
+    ]:
+        result = runner.invoke(app, ["sql", sql, "--data", str(sample_dataset), "-f", fmt])
+        assert result.exit_code == 0, result.output
+        assert result.stdout == expected

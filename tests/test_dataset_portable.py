@@ -139,7 +139,40 @@ def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
     assert util == [[804, 16110600]]
     assert today["results"][:4] == oldest["results"][:4]
     assert dict(zip(names, counts, strict=True)) == dict(zip(names, today["results"][4:], strict=True))
-    assert all(isinstance(count, list) and count[0][0] > 0 for count in counts), counts
+    needs_nccl = [n.startswith("nccl_") for n in names]  # the sample has no NCCL logs: see the next test
+    assert all(
+        isinstance(count, list) and (count[0][0] > 0 or nccl)
+        for count, nccl in zip(counts, needs_nccl, strict=True)
+    ), counts
+
+
+def test_oldest_duckdb_runs_the_nccl_views_on_a_run_with_nccl_logs(
+    oldest_python: Path, tmp_path: Path
+) -> None:
+    """The NCCL views over the shared NCCL ring captures and logs: the same rows in both DuckDBs."""
+    from tests.test_views_nccl import RING, nccl_run_folder
+
+    nccl_run_folder(tmp_path / "runs", RING, {0: 0, 1: 1, 2: 2})
+    summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
+    assert not summary.failed
+    assert not summary.problems, summary.problems
+    queries = [
+        "SELECT DISTINCT verdict FROM nccl_topology",
+        *[
+            f"SELECT * FROM {name} ORDER BY ALL"
+            for name in ("nccl_topology", "nccl_edges", "nccl_rank_workers")
+        ],
+        "SELECT src_worker, dst_worker FROM topology_check WHERE predicted ORDER BY ALL",
+    ]
+    catalog = tmp_path / "data" / "tracecore.duckdb"
+    oldest = plain_duckdb(oldest_python, catalog, queries, tmp_path)
+    today = plain_duckdb(Path(sys.executable), catalog, queries, tmp_path)
+    assert oldest["results"] == today["results"]
+    verdict, topology, edges, ranks, predicted = oldest["results"]
+    assert verdict == [[True]]
+    assert (len(topology), len(ranks)) == (5, 3)
+    assert len(edges) > 10
+    assert predicted == [["W1", "W2"], ["W2", "W3"], ["W3", "W1"]]
 
 
 def _ingest_sample(out: Path) -> Path:

@@ -186,3 +186,43 @@ def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_inges
     ).fetchall()
     con.close()
     assert rows == [(False, 2930, 2414910, 4, 2906, 2906, 2906, 0, 0, 0), (True, *want, 17015, 0, 0, 0, 0, 0)]
+
+
+@pytest.mark.parametrize("with_state", [True, False], ids=["state copy", "catalog only"])
+def test_a_dataset_from_before_the_nccl_tables_opens_and_gains_them(
+    tmp_path: Path, sample: Path, with_state: bool
+) -> None:
+    """What tracecore wrote before it read NCCL logs: no nccl_* tables in the catalog nor in ingest's
+    own copy of the tables (nor that copy at all, before it existed): read as empty, then written."""
+    from tracecore.ingest.dataset_tables import NCCL_SCHEMAS
+
+    con = duckdb.connect(str(sample / "tracecore.duckdb"))
+    try:
+        meta = dict(con.execute("SELECT key, value FROM _meta").fetchall())
+        state = json.loads(meta["state"])
+        for name in NCCL_SCHEMAS:
+            con.execute(f'DROP TABLE "{name}"')
+            del state["tables"][name]
+        con.execute("DROP VIEW nccl_topology")  # the older queries/ had no such view
+    finally:
+        con.close()
+    _set_meta(sample, "state", json.dumps(state) if with_state else None)
+    _set_meta(sample, "views_fingerprint", "an older queries/")
+    con = open_catalog(sample)  # rebuilt for today's views, the missing tables empty
+    try:
+        assert con.execute("SELECT count(*) FROM nccl_topology").fetchall() == [(0,)]
+        assert con.execute("SELECT count(*) FROM nccl_ranks").fetchall() == [(0,)]
+        assert con.execute("SELECT run FROM runs").fetchall() == [(SAMPLE_RUN,)]
+    finally:
+        con.close()
+    summary = ingest([copy_run(tmp_path / "more", "both")], sample, jobs=1)
+    assert not summary.failed
+    assert not summary.problems, summary.problems
+    con = open_catalog(sample)
+    try:
+        assert con.execute("SELECT count(*) FROM runs").fetchall() == [(2,)]
+        assert {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()} >= set(
+            NCCL_SCHEMAS
+        )
+    finally:
+        con.close()

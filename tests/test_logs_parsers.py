@@ -11,7 +11,15 @@ import polars as pl
 import pytest
 
 from tracecore import logs
-from tracecore.logs import HEAD_BYTES, benchmark_output, detect_parser, horovod_timeline, loss_csv, wandb
+from tracecore.logs import (
+    HEAD_BYTES,
+    benchmark_output,
+    detect_parser,
+    horovod_timeline,
+    loss_csv,
+    nccl,
+    wandb,
+)
 
 DATA = Path(__file__).parent / "data" / "logs"
 REPO = Path(__file__).resolve().parent.parent
@@ -47,6 +55,7 @@ def test_detection_order_is_the_explicit_list_and_names_every_parser_module() ->
         "wandb",
         "loss_csv",
         "benchmark_output",
+        "nccl",
     )
     modules = {m.name for m in pkgutil.iter_modules(logs.__path__) if not m.name.startswith("_")}
     assert modules == set(logs.PARSER_MODULES), "a parser module missing from PARSER_MODULES is never tried"
@@ -56,7 +65,15 @@ def test_detection_order_is_the_explicit_list_and_names_every_parser_module() ->
         "wandb_history",
         "loss_curve",
         "benchmark_output",
+        "nccl_ranks",
     ]
+    assert logs.parsers()[-1].tables == (
+        "nccl_ranks",
+        "nccl_rings",
+        "nccl_trees",
+        "nccl_channels",
+        "nccl_qps",
+    )
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_TABLE))
@@ -69,7 +86,7 @@ def test_dml_train_history_and_run_metadata_are_not_claimed_by_these_parsers() -
     head = (SAMPLE_RUN / "train_history.log").read_text()[:HEAD_BYTES]
     prefixed = "\n".join(f"[127.0.0.1.10000::stdout] {line}" for line in head.splitlines())
     toml = (SAMPLE_RUN / "run.toml").read_text()[:HEAD_BYTES]
-    for mine in (wandb, horovod_timeline, benchmark_output, loss_csv):
+    for mine in (wandb, horovod_timeline, benchmark_output, loss_csv, nccl):
         assert not mine.detect(head), mine.__name__
         assert not mine.detect(prefixed), mine.__name__
         assert not mine.detect(toml), mine.__name__

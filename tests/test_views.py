@@ -48,6 +48,9 @@ VIEW_ROWS = {
     "link_total": 661 + 419,
     "link_util": 12 * (661 + 419),
     "link_util_ci": 2 * 12,
+    "nccl_edges": 0,  # the sample runs have no NCCL logs (tests/test_views_nccl.py has runs that do)
+    "nccl_rank_workers": 0,
+    "nccl_topology": 0,
     "packets_window": 17027 + 2930,
     "run_bounds": 2,
     "run_meta": 2,

@@ -13,6 +13,8 @@ from tracecore.errors import UsageError
 BUILDING_BLOCKS = (
     "link_ci",
     "link_series",
+    "nccl_edges",
+    "nccl_rank_workers",
     "packets_window",
     "run_bounds",
     "run_meta",

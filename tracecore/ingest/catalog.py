@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from tracecore import views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import interrupt, lock, testpause
-from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, State
+from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, LATER_TABLES, State
 from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir, fsync_quietly
 from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, SCHEMA_VERSION, check_schema_version
 from tracecore.version import __version__
@@ -84,7 +84,7 @@ def log_table_names() -> frozenset[str]:
     """Tables the log parsers may add beyond the base ones: the only names `extra_tables` may hold."""
     from tracecore import logs
 
-    return frozenset(p.table for p in logs.parsers()) - set(BASE_SCHEMAS)
+    return frozenset(t for p in logs.parsers() for t in p.tables) - set(BASE_SCHEMAS)
 
 
 def _extra_tables(meta: dict[str, str], path: Path) -> list[str]:
@@ -425,7 +425,7 @@ def _read_state(out: Path, record: str, path: Path) -> dict[str, pa.Table]:
         not isinstance(generation, str)
         or not _GENERATION.fullmatch(generation)
         or not isinstance(digests, dict)
-        or not set(BASE_SCHEMAS) <= set(digests)
+        or not set(BASE_SCHEMAS) - LATER_TABLES <= set(digests)
         or not set(digests) - set(BASE_SCHEMAS) <= log_table_names()
     ):
         raise DatasetError(
@@ -467,10 +467,12 @@ def load_state(out: Path) -> State:
         if "state" in meta:  # ingest's own copy: what it wrote, whatever was done to the catalog
             tables = _read_state(out, meta["state"], path)
         else:  # a dataset made before that copy existed: its catalog's tables, this once
-            names = [*BASE_SCHEMAS, *extra]
+            present = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+            names = [n for n in BASE_SCHEMAS if n not in LATER_TABLES or n in present] + extra
             tables = {name: con.sql(f"SELECT * FROM {_ident(name)}").to_arrow_table() for name in names}
-        for name, schema in BASE_SCHEMAS.items():
-            tables[name] = _conform(tables[name], schema)
+        for name, schema in BASE_SCHEMAS.items():  # a table added since the dataset was written: empty
+            stored = tables[name] if name in tables else pa.Table.from_batches([], schema=schema)
+            tables[name] = _conform(stored, schema)
         _check_part_paths(tables["_files"]["path"].to_pylist(), path)
         retired = json.loads(meta.get("retired", "[]"))
         _check_part_paths(retired if isinstance(retired, list) else [retired], path)

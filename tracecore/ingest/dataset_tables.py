@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from tracecore.logs import nccl
 from tracecore.schema import SCHEMA_VERSION
 
 FORMAT_VERSION = "2"  # the catalog's layout; 2: packets views widen byte columns and add `ts`
@@ -94,14 +95,23 @@ FILES = pa.schema(
     ]
 )
 
+# NCCL's own account of a run (tracecore/logs/nccl.py owns the columns): base tables, not extra
+# ones, because views read them (queries/nccl_*.sql) and a view needs its tables in every catalog.
+NCCL_SCHEMAS: dict[str, pa.Schema] = {
+    name: pa.schema([pa.field("run", pa.string()), *schema]) for name, schema in nccl.TABLES.items()
+}
+
 BASE_SCHEMAS: dict[str, pa.Schema] = {
     "runs": RUNS,
     "workers": WORKERS,
     "captures": CAPTURES,
     "train_log": TRAIN_LOG,
     "_files": FILES,
+    **NCCL_SCHEMAS,
 }
-EXPORTED = ("runs", "workers", "captures", "train_log")
+# Tables a dataset written before they existed lacks: read as empty, never as a damaged record.
+LATER_TABLES = frozenset(NCCL_SCHEMAS)
+EXPORTED = ("runs", "workers", "captures", "train_log", *NCCL_SCHEMAS)
 
 
 @dataclass

@@ -70,6 +70,18 @@ def worker_key(name: str) -> tuple[str, int]:
     return base, 0
 
 
+_WORKER_STEM = re.compile(r"^(worker-\d+|w\d+)(?=[-_.]|$)")
+
+
+def worker_stem(name: str) -> str | None:
+    """`worker-0-tcpdump.pcap`, `worker-0-nccl.log` → `worker-0`; `w1.pcap` → `w1`; else None.
+
+    Why: a run folder's per-worker files share this stem, so a log named by it belongs to the worker
+    whose capture has it (runners name captures `worker-<i>-tcpdump.pcap`)."""
+    m = _WORKER_STEM.match(name)
+    return m.group(1) if m else None
+
+
 def sniff(path: Path) -> str:
     """'capture', 'compressed', 'text', 'empty', 'other' or 'unreadable', from the first bytes."""
     try:

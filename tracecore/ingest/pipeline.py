@@ -490,7 +490,7 @@ def _commit(
                 "capture_mode": capture_mode(workers),
             }
         )
-        _parse_logs(run, new_tables, extra, summary)
+        _parse_logs(run, new_tables, extra, summary, {w.key: w.label for w in workers.values()})
     for name, rows in new_tables.items():
         state.replace_runs(name, touched, rows)
     for name in set(extra) | (set(state.tables) - set(new_tables)):
@@ -518,13 +518,26 @@ def _commit(
 
 
 def _parse_logs(
-    run: RunSource, tables: dict[str, list], extra: dict[str, list], summary: IngestSummary
+    run: RunSource,
+    tables: dict[str, list],
+    extra: dict[str, list],
+    summary: IngestSummary,
+    labels: dict[str, str],
 ) -> None:
-    """Offer each text file of the run to the log parsers; bad lines are reported per file."""
+    """Offer each text file of the run to the log parsers; bad lines are reported per file.
+
+    `labels` maps each capture's worker key to its label: a parser table with a `worker` column gets
+    the worker whose capture shares the log's `worker-<i>` stem (NULL when none or several do)."""
     import pyarrow as pa
 
+    from tracecore.ingest.discover import worker_stem
     from tracecore.logs import detect_parser
 
+    by_stem: dict[str, list[str]] = {}
+    for key, label in labels.items():
+        stem = worker_stem(key)
+        if stem is not None:
+            by_stem.setdefault(stem, []).append(label)
     for path in run.logs:
         parser = detect_parser(path)
         if parser is None:
@@ -539,12 +552,18 @@ def _parse_logs(
         if parsed.bad_lines:
             example = parsed.first_bad[0] if parsed.first_bad else ""
             summary.problems.append((str(path), f"{parsed.bad_lines} unparseable line(s); first: {example}"))
-        table = parsed.table
-        table = table.add_column(0, "run", pa.array([run.name] * table.num_rows, pa.string()))
-        if parser.table in tables:
-            tables[parser.table] += table.to_pylist()
-        else:
-            extra.setdefault(parser.table, []).append(table)
+        stem = worker_stem(path.name)
+        owners = by_stem.get(stem, []) if stem is not None else []
+        worker = owners[0] if len(owners) == 1 else None
+        for name, table in ((parser.table, parsed.table), *parsed.more.items()):
+            if "worker" in table.column_names:
+                at = table.column_names.index("worker")
+                table = table.set_column(at, "worker", pa.array([worker] * table.num_rows, pa.string()))
+            table = table.add_column(0, "run", pa.array([run.name] * table.num_rows, pa.string()))
+            if name in tables:
+                tables[name] += table.to_pylist()
+            else:
+                extra.setdefault(name, []).append(table)
 
 
 def _concat(tables: list) -> object:

@@ -4,8 +4,10 @@ Each parser module defines one `LogParser` as `PARSER`; `PARSER_MODULES` lists t
 order detection tries them (as scapy's `conf.load_layers`), strictest format first, so which parser
 wins a file is written down here, not left to import or file-name order. Ingest offers every text
 file of a run folder to `detect_parser`; the chosen parser returns one Arrow table (its own kind,
-stored as table `parser.table`) and the count of lines it could not parse, which are reported,
-never dropped silently.
+stored as table `parser.table`), any further tables it declares in `more_tables` (NCCL's log holds
+ranks, rings, trees, connections and QPs), and the count of lines it could not parse, which are
+reported, never dropped silently. A table with a `worker` column is given, by ingest, the worker
+whose capture shares the log's `worker-<i>` name (`ingest/discover.py:worker_stem`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class ParsedLog:
     table: pa.Table
     bad_lines: int = 0
     first_bad: list[str] = field(default_factory=list)  # a few examples for the report
+    more: dict[str, pa.Table] = field(default_factory=dict)  # the parser's `more_tables`, by name
 
 
 @dataclass(frozen=True)
@@ -37,15 +40,23 @@ class LogParser:
     table: str  # dataset table name, e.g. "train_log"
     detect: Callable[[str], bool]  # given the first ~8 KiB of text
     parse: Callable[[Path], ParsedLog]
+    more_tables: tuple[str, ...] = ()  # further tables `parse` returns in `ParsedLog.more`
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """Every dataset table this parser writes, its own first."""
+        return (self.table, *self.more_tables)
 
 
-# Detection order: an exact header line, a JSON trace, CSV headers from specific to generic, free text last.
+# Detection order: an exact header line, a JSON trace, CSV headers from specific to generic, free text,
+# then NCCL's debug lines (last, so a benchmark's output that also carries NCCL lines stays one).
 PARSER_MODULES: tuple[str, ...] = (
     "train_history",  # the DML contract's train_history.log: one exact header line
     "horovod_timeline",  # a JSON array of Chrome-trace records with Horovod's names
     "wandb",  # CSV whose header names wandb's `_step`/`_timestamp`
     "loss_csv",  # any CSV with `loss` and `step`/`epoch` columns
     "benchmark_output",  # free text: throughput/RESULT lines anywhere in the head
+    "nccl",  # NCCL_DEBUG=INFO lines (`host:pid:tid [dev] NCCL INFO …`) anywhere in the head
 )
 
 HEAD_BYTES = 8192

@@ -8,6 +8,7 @@ Parsers never raise on content: the worst file is an empty table with its bad li
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -32,6 +33,27 @@ def read_lines(path: Path) -> list[str]:
     An unreadable file raises OSError, which ingest reports per file (it keeps going with the rest).
     """
     return Path(path).read_bytes().decode("utf-8", errors="replace").splitlines()
+
+
+def bounded_lines(path: Path, max_chars: int) -> Iterator[tuple[int, str, bool]]:
+    """(line number, text without line end, cut short?) for each line, streamed: a line longer than
+    `max_chars` yields its first `max_chars` characters and the rest is skipped unread into memory,
+    so one hostile multi-gigabyte line costs no more than a normal one."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        line_no = 0
+        while True:
+            text = fh.readline(max_chars + 1)
+            if not text:
+                return
+            line_no += 1
+            cut = len(text) > max_chars and not text.endswith("\n")
+            if cut:
+                while True:  # skip the rest of this line in bounded pieces
+                    rest = fh.readline(1 << 16)
+                    if not rest or rest.endswith("\n"):
+                        break
+                text = text[:max_chars]
+            yield line_no, text.rstrip("\r\n"), cut
 
 
 def seconds_to_ns(text: str) -> int:
