@@ -44,6 +44,7 @@ VIEW_TESTS = (
 )
 DEDUP_TESTS = ("tests/test_dedup.py", "tests/test_ingest.py")
 KERNEL_TESTS = ("tests/test_reader_corpus.py", "tests/test_views_exact.py")
+NCCL_TESTS = ("tests/test_views_nccl.py",)
 WINDOW = "FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)"
 WINDOW_NO_END = "FROM packets_window(runs := runs, from_ns := from_ns, to_ns := NULL)"
 
@@ -274,6 +275,47 @@ MUTANTS = [
         "WHEN 'ring_prev' THEN d.rank = (s.rank + s.n - 1) % s.n",
         "WHEN 'ring_prev' THEN d.rank = (s.rank + 1) % s.n",
         "gloo ring predicted as i → i+1",
+    ),
+    # ---- NCCL's account against the wire -------------------------------------------------------------
+    Mutant(
+        "nccl_topology.clear_to_send_is_data",
+        "queries/nccl_topology.sql",
+        "    WHERE f.completes\n",
+        "    WHERE true\n",
+        "NCCL's clear-to-send writes and ACK-only flows counted as data edges",
+        NCCL_TESTS,
+    ),
+    Mutant(
+        "nccl_topology.qps_unchecked",
+        "queries/nccl_topology.sql",
+        "THEN list_has_all(e.declared_qps, e.measured_qps) END AS qp_agrees",
+        "THEN true END AS qp_agrees",
+        "measured QPs never compared with the logged ones",
+        NCCL_TESTS,
+    ),
+    Mutant(
+        "nccl_edges.ring_prev_reversed",
+        "queries/nccl_edges.sql",
+        "SELECT run, comm_id, 'ring', channel, prev_rank, rank, NULL",
+        "SELECT run, comm_id, 'ring', channel, rank, prev_rank, NULL",
+        "the edge into a rank from its ring predecessor read backwards",
+        NCCL_TESTS,
+    ),
+    Mutant(
+        "nccl_rank_workers.address_before_name",
+        "queries/nccl_rank_workers.sql",
+        "coalesce(r.worker, a.address_worker) AS worker",
+        "coalesce(a.address_worker, r.worker) AS worker",
+        "a log beside another worker's capture mapped by its address, hiding the misplacement's edges",
+        NCCL_TESTS,
+    ),
+    Mutant(
+        "topology_check.nccl_ring_from_trees",
+        "queries/topology_check.sql",
+        "WHEN 'nccl_ring' THEN coalesce(nd.ring, false)",
+        "WHEN 'nccl_ring' THEN coalesce(nd.tree, false)",
+        "NCCL's ring predicted from its trees",
+        NCCL_TESTS,
     ),
     # ---- reader kernel ----------------------------------------------------------------------------------
     Mutant(
