@@ -24,7 +24,8 @@
 -- Columns:
 --   run
 --   algorithm                'ring' | 'tree' | 'ring+tree': whose declared edges the run is held to
---   verdict                  per run: declared graph = measured graph (see above); NULL if unknown
+--   verdict                  per run: the measured graph equals the declared one, QPs and log
+--                            placement agree; NULL without RDMA data or with an unpaired rank
 --   src_worker, dst_worker   the directed pair; NULL for a declared rank without a captured worker
 --   src_rank, dst_rank       the workers' lowest ranks in their largest communicator (else the
 --                            declared rank); edges between ranks of one worker are left out
