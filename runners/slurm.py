@@ -8,8 +8,8 @@ fixed shell snippets below receive values as positional parameters, so quotes, `
 arrive intact.
 
     sbatch --parsable --job-name=RUN --nodes=N --ntasks-per-node=1 --exclusive --nodelist=NODES
-           --time=MIN --chdir=RUN_DIR --output=RUN_DIR/logs/slurm-%j.out [--partition=P] [sbatch_args…]
-           RUN_DIR/slurm-job.sh
+           --time=MIN --chdir=RUN_DIR --output=RUN_DIR/logs/slurm-%j.out --comment='tracecore RUN_DIR'
+           [--partition=P] [sbatch_args…] RUN_DIR/slurm-job.sh
 
 Inside, every step is `srun --overlap --nodes=1 --ntasks=1 --nodelist=NODE`: tcpdump on every node
 (its report in `logs/NODE-tcpdump.txt`); for a lossy run, where the experiment says the nodes allow it
@@ -23,11 +23,13 @@ The runner: `sbatch --parsable` gives the job id; the state comes from `squeue`,
 `sacct` when accounting works (it often does not). Ctrl-C or the timeout signals the script
 (`scancel --batch --signal=TERM`), then cancels the job if it has not ended. The run folder must be on
 a filesystem the nodes share with the runner: the job writes there and nothing is fetched. The job's
-time limit (timeout_s + deadman_margin_s) ends everything if the runner dies.
+time limit (timeout_s + deadman_margin_s) ends everything if the runner dies, and the next runner of
+the same run folder (`--resume`) cancels a job still running there (found by its comment) first.
 """
 
 from __future__ import annotations
 
+import getpass
 import ipaddress
 import math
 import re
@@ -237,7 +239,7 @@ class SlurmBackend(Backend):
         argv = ["sbatch", "--parsable", f"--job-name={run_dir.name.removesuffix('.partial')}",
                 f"--nodes={len(nodes)}", "--ntasks-per-node=1", "--exclusive",
                 f"--nodelist={','.join(nodes)}", f"--time={minutes}", f"--chdir={run_dir}",
-                f"--output={literal}/logs/slurm-%j.out"]  # fmt: skip
+                f"--output={literal}/logs/slurm-%j.out", f"--comment={_owner(run_dir)}"]  # fmt: skip
         if self.settings.partition:
             argv.append(f"--partition={self.settings.partition}")
         return [*argv, *self.settings.sbatch_args, f"{run_dir}/{SCRIPT}"]
@@ -412,6 +414,7 @@ class SlurmBackend(Backend):
         steps += self.loss_commands(*self._loss) if self._loss else []
         steps += [Step(c.host.name, "launch", tuple(self.launch_command(c))) for c in self._commands]
         (submit,) = self.submission(steps, run_dir)
+        self._sweep(run_dir)
         (run_dir / "logs").mkdir(exist_ok=True)
         (run_dir / SCRIPT).write_text(submit.script or "", encoding="utf-8")
         out = self._client(list(submit.argv)).stdout.strip()
@@ -419,6 +422,21 @@ class SlurmBackend(Backend):
         if not job.isdigit():
             raise SlurmError(f"sbatch --parsable printed {out!r}, not a job id")
         self._job = job
+
+    def _sweep(self, run_dir: Path) -> None:
+        """Cancel this user's jobs still running for this run folder (a runner that died, then
+        `--resume`): they would hold the nodes and write into the folder."""
+        out = self._client(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i %k"]).stdout
+        stale = [
+            line.split(" ", 1)[0] for line in out.splitlines() if line.split(" ", 1)[1:] == [_owner(run_dir)]
+        ]
+        for job in stale:
+            self._client(["scancel", job], check=False)
+            deadline = time.monotonic() + 3 * END_WAIT_S
+            while self.job_state(job)[0] in ACTIVE:
+                if time.monotonic() > deadline:
+                    raise SlurmError(f"slurm job {job}, left by an earlier runner of this run, does not end")
+                time.sleep(0.2)
 
     def poll(self, proc: Proc) -> int | None:
         if self._job is None or self._state()[0] in ACTIVE:
@@ -533,6 +551,11 @@ class SlurmBackend(Backend):
             if self._run_dir is not None and self._state()[0] not in ACTIVE:
                 shutil.rmtree(self._run_dir / BOOK, ignore_errors=True)
             self._reset()
+
+
+def _owner(run_dir: Path) -> str:
+    """The job's comment: which run folder it writes (how a later runner finds it)."""
+    return f"tracecore {run_dir}"
 
 
 def _last_line(proc: subprocess.CompletedProcess) -> str:

@@ -196,6 +196,32 @@ def test_ctrl_c_cancels_the_job_and_keeps_the_run_apart(cluster: SlurmCluster, t
 
 @pytest.mark.netns
 @pytest.mark.slow
+def test_runner_sigkilled_then_resume_cancels_its_job_and_completes(
+    cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold"
+    hold.touch()
+    script = 'echo up; ping -c 3 -i 0.2 -W 1 "$0" >/dev/null; [ -e "$1" ] && exec sleep 300; true'
+    program = ["sh", "-c", script, "{master_addr}", str(hold)]
+    # without the sweep the new job would wait behind the old one: the queue timeout fails it fast
+    exp = write(tmp_path, experiment(tmp_path / "out", program, capture__filter="host {ip}",
+                                     backend__queue_timeout_s=20))  # fmt: skip
+    proc, job = _started(cluster, exp, "logs/w1.out")
+    proc.kill()
+    proc.wait(timeout=10)
+    time.sleep(1)
+    assert dict(cluster.jobs())[job] == "RUNNING"  # the runner is gone, its job is not
+    hold.unlink()
+    res = cluster.run([str(exp), "--resume"])
+    assert res.returncode == 0, res.stderr
+    assert dict(cluster.jobs())[job] == "CANCELLED"
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [NAME]
+    assert tomllib.loads((tmp_path / "out" / NAME / "run.toml").read_text())["result"]["status"] == "ok"
+    assert cluster.leftovers() == CLEAN
+
+
+@pytest.mark.netns
+@pytest.mark.slow
 def test_timeout_and_a_failing_rank_stop_the_job(cluster: SlurmCluster, tmp_path: Path) -> None:
     """The timeout counts from the job's start; a rank exiting 1 stops the other node's rank."""
     program = ["sh", "-c", "echo rank $0 up; exec sleep 300", "{rank}"]
