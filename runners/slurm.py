@@ -185,7 +185,6 @@ class SlurmBackend(Backend):
         self._seen: tuple[float, tuple[str, str]] = (0.0, ("", ""))
         self._ended: tuple[str, str] | None = None
         self._codes: dict[str, int] | None = None
-        self._stopped = False  # this runner signalled or cancelled the job
 
     # ---- pure -----------------------------------------------------------------------------
     def hosts(self, n: int) -> list[Host]:
@@ -451,7 +450,6 @@ class SlurmBackend(Backend):
         returns once the job has ended."""
         if self._job is None or self._state(fresh=True)[0] not in ACTIVE:
             return
-        self._stopped = True
         if self._state()[0] == "RUNNING":
             self._client(["scancel", "--batch", "--signal=TERM", self._job], check=False)
             if self._wait_end(END_WAIT_S):
@@ -468,22 +466,22 @@ class SlurmBackend(Backend):
             time.sleep(0.2)
         return True
 
-    def _read(self, rel: str, until: str = "") -> str:
-        """A file the job wrote in the run folder ('' if missing); when the job ended by itself, wait
-        (bounded) for it, and for `until` in it, to show through the shared filesystem's caches."""
+    def _read(self, rel: str) -> str:
+        """A file the job wrote in the run folder ('' if missing). When the job ended by itself, a
+        missing file is waited for (bounded): a shared filesystem's client may cache its absence; once
+        it is seen, opening it after the job's end gives its whole content (close-to-open)."""
         assert self._run_dir is not None
         path = self._run_dir / rel
         patient = self._state()[0] in ("COMPLETED", "FAILED")
         deadline = time.monotonic() + (SHARED_FS_WAIT_S if patient else 0.0)
         while True:
             try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-                if until in text:
-                    return text
+                return path.read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                if time.monotonic() >= deadline:
+                    return ""
             except OSError:
-                text = ""
-            if time.monotonic() >= deadline:
-                return text
+                return ""
             time.sleep(0.2)
 
     def _exit_codes(self) -> dict[str, int]:
@@ -505,11 +503,11 @@ class SlurmBackend(Backend):
     def stop_capture(self, handle: object) -> CaptureStats:
         host, path = handle  # type: ignore[misc]
         self._end_job()  # the script stops the captures at its end
-        text = self._read(step_log("capture", host.name), until="dropped by kernel")
+        text = self._read(step_log("capture", host.name))
         return read_tcpdump_report(CaptureStats(path=path), text)
 
     def _loss_log(self, host: Host) -> str:
-        return self._read(step_log("loss", host.name), until="loss rule removed")
+        return self._read(step_log("loss", host.name))
 
     def facts(self) -> dict:
         hosts = [h for h, _c, _p in self._captures]

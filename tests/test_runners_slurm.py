@@ -222,8 +222,9 @@ def test_runner_sigkilled_then_resume_cancels_its_job_and_completes(
 
 @pytest.mark.netns
 @pytest.mark.slow
-def test_timeout_and_a_failing_rank_stop_the_job(cluster: SlurmCluster, tmp_path: Path) -> None:
-    """The timeout counts from the job's start; a rank exiting 1 stops the other node's rank."""
+def test_timeout_a_failing_rank_or_capture_stop_the_job(cluster: SlurmCluster, tmp_path: Path) -> None:
+    """The timeout counts from the job's start; a rank exiting 1 stops the other node's rank; a
+    capture that does not start stops the job before any launcher, saying which."""
     program = ["sh", "-c", "echo rank $0 up; exec sleep 300", "{rank}"]
     exp = write(tmp_path, experiment(tmp_path / "slow", program, experiment__timeout_s=4))
     started = time.monotonic()
@@ -254,6 +255,20 @@ def test_timeout_and_a_failing_rank_stop_the_job(cluster: SlurmCluster, tmp_path
         "tracecore: the launcher on w1 exited 1: stopping the others"
         in next((failed / "logs").glob("slurm-*.out")).read_text()
     )
+    assert cluster.leftovers() == CLEAN
+
+    exp = write(tmp_path, experiment(tmp_path / "nocap", program, capture__interface="eth9"))
+    res = cluster.run([str(exp)])
+    assert res.returncode == 6, res.stderr
+    failed = only_failed(tmp_path / "nocap")
+    meta = tomllib.loads((failed / "run.toml").read_text())
+    job = meta["network"]["job_id"]
+    assert meta["result"]["reason"] == (
+        f"slurm job {job} ended FAILED (NonZeroExitCode): logs/w0-tcpdump.txt does not say 'listening on':"
+        " its step did not start"
+    )
+    assert "eth9: No such device exists" in (failed / "logs" / "w0-tcpdump.txt").read_text()
+    assert not (failed / "logs" / "w0.out").exists()
     assert cluster.leftovers() == CLEAN
 
 
