@@ -1,4 +1,4 @@
-"""The one interface every place that runs training implements: netns today, ssh and slurm next.
+"""The one interface every place that runs training implements: netns, ssh and slurm.
 
 Why one interface: a run's lifecycle (capture on, loss on, launch, wait, capture off, loss off,
 collect, clean up; `tracecore.runners.execute`) is the same wherever the hosts are; only how a
@@ -9,13 +9,14 @@ command reaches a host differs. Each backend has two halves:
 - effects (`prepare`, `start_capture`/`stop_capture`, `apply_loss`/`clear_loss`, `launch`, `poll`,
   `stop`, `collect`, `cleanup`), where `cleanup` undoes everything and is safe to call twice.
 
-How ssh and slurm fit (`tracecore.runners.ssh` is the first): ssh's `launch_command` is `ssh -o
+How ssh and slurm fit: ssh's `launch_command` is `ssh -o
 BatchMode=yes -o StrictHostKeyChecking=yes -o ControlMaster=auto … -- HOST shlex.join([sh, -c, SPAWN,
 …, timeout, DEADLINE, env, K=V, …, argv])` (detached, its process group id in a pidfile), `poll`/`stop`
 are separate ssh calls reading the pidfile and killing the group by its recorded id, `collect` is scp
 plus a size check;
-slurm's `launch` submits the run's generated sbatch script (`sbatch --parsable`), `poll` reads
-`squeue`/`scontrol`, `stop` is `scancel`, `collect` is nothing (shared filesystem).
+slurm's `submission` bundles the run's steps into one batch script, `wait` submits it (`sbatch
+--parsable`), `poll` reads `squeue`/`scontrol`, `stop` is `scancel`, `collect` is nothing (shared
+filesystem); see `tracecore.runners.slurm`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Step:
     what: str
     argv: tuple[str, ...]
     stdin: str | None = None
+    script: str | None = None  # the file the step submits (slurm's batch script), shown whole by dry runs
 
 
 class Backend(ABC):
@@ -79,6 +81,11 @@ class Backend(ABC):
     @abstractmethod
     def launch_command(self, cmd: HostCommand) -> list[str]:
         """The launcher's argv and env as the command actually started for the host."""
+
+    def submission(self, steps: list[Step], run_dir: Path) -> list[Step]:
+        """The run's steps as this backend hands them over: one by one (netns, ssh), or bundled into
+        one batch script submitted once (slurm)."""
+        return steps
 
     # ---- effects --------------------------------------------------------------------------
     @abstractmethod

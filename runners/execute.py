@@ -25,7 +25,7 @@ from tracecore.runners.launchers import DDP_META, HostCommand, host_commands
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 
 from tracecore import __version__
-from tracecore.errors import ExitCode, TracecoreError
+from tracecore.errors import ExitCode, Interrupted, TracecoreError
 from tracecore.ingest.runname import format_loss
 
 IDLE_HEAD_S = 0.3  # capture before training starts, so the first packets are never missed
@@ -65,14 +65,18 @@ class ExperimentResult:
 
 
 def make_backend(exp: Experiment) -> Backend:
-    """The experiment's backend: netns or ssh (slurm comes next)."""
+    """The experiment's backend: netns, ssh or slurm."""
     if exp.backend.kind == "ssh":
         from tracecore.runners.ssh import SshBackend
 
         return SshBackend(exp.backend, exp.capture.interface, exp.settings.timeout_s)
+    if exp.backend.kind == "slurm":
+        from tracecore.runners.slurm import SlurmBackend
+
+        return SlurmBackend(exp.backend, exp.capture.interface, exp.settings.timeout_s)
     if exp.backend.kind != "netns":
         raise ExperimentError(
-            f"{exp.path}: backend.kind: {exp.backend.kind!r} is not available yet (use netns or ssh)"
+            f"{exp.path}: backend.kind: {exp.backend.kind!r} is not available yet (use netns, ssh or slurm)"
         )
     from tracecore.runners.netns import NetnsBackend
 
@@ -92,6 +96,7 @@ def dry_run(exp: Experiment, backend: Backend, complete: set[str] | None = None)
         for step in plan(exp, backend, spec, out / f"{spec.name}.partial"):
             text = shlex.join(step.argv) + (f" <<< {shlex.quote(step.stdin)}" if step.stdin else "")
             lines.append(f"  [{step.where}] {step.what}: {text}")
+            lines += [f"    {line}".rstrip() for line in (step.script or "").splitlines()]
     return "\n".join(lines) + "\n"
 
 
@@ -109,7 +114,7 @@ def plan(exp: Experiment, backend: Backend, spec: RunSpec, run_dir: Path) -> lis
     steps += backend.loss_commands(hosts, spec.loss_pct)
     for cmd in _commands(exp, backend, spec, hosts, run_dir):
         steps.append(Step(cmd.host.name, "launch", tuple(backend.launch_command(cmd))))
-    return steps
+    return backend.submission(steps, run_dir)
 
 
 def _commands(
@@ -197,6 +202,9 @@ def _run_one(exp: Experiment, backend: Backend, spec: RunSpec, out_root: Path, s
             except TracecoreError as err:  # a host, a capture or the loss rule failed: this run only
                 record["result"].update(status="failed", reason=str(err))
                 raise RunFailedError(str(err)) from err
+            except KeyboardInterrupt:  # Ctrl-C: the backend's cleanup has run; the run is kept apart
+                record["result"].update(status="failed", reason="interrupted (Ctrl-C)")
+                raise Interrupted(f"Interrupted: run {spec.name} stopped, kept in {failed_to}") from None
             finally:
                 record["result"]["end_unix"] = time.time()
                 record["result"]["duration_s"] = record["result"]["end_unix"] - started

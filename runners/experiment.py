@@ -5,7 +5,8 @@ value must stop the run before anything starts, as one line naming the file and 
 
     [experiment]  out = "pcaps", timeout_s = 600, on_failure = "continue" | "stop", ingest, data
     [backend]     kind = "netns" | "ssh" | "slurm", hosts = [ssh_config aliases], subnet, first_host;
-                  ssh: workdir, known_hosts, ssh_config, control_dir, ips, deadman_margin_s
+                  ssh: workdir, known_hosts, ssh_config, control_dir, ips, deadman_margin_s;
+                  slurm: hosts = [node names], ips, partition, sbatch_args, allow_loss, queue_timeout_s
     [capture]     interface = "eth1", snaplen = 128, filter = "src host {ip}", buffer_kib = 32768
     [loss]        method = "auto" | "nftables" | "netem" | "none"
     [launcher]    kind = "ddp" | "torchrun" | "horovodrun" | "mpirun" | "kungfu" | "tf" | "command",
@@ -68,6 +69,14 @@ class BackendSettings:
     control_dir: str = ""
     ips: tuple[str, ...] = ()
     deadman_margin_s: float = 120.0
+    # slurm: the partition, further sbatch options (["--account=a", "--gres=gpu:1"]), whether the nodes
+    # let jobs change their nftables rules (loss injection; otherwise a lossy run is refused), and how
+    # long a job may wait in the queue. hosts are node names, ips their addresses (else their NodeAddr),
+    # deadman_margin_s pads the job's time limit.
+    partition: str = ""
+    sbatch_args: tuple[str, ...] = ()
+    allow_loss: bool = False
+    queue_timeout_s: float = 3600.0
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ LOSS_TABLE = "tracecore_loss"
 BOOK = ".tracecore"  # per-run bookkeeping folder on each host: pidfiles, exit codes, outputs
 TOOLS = ("sh", "setsid", "timeout", "tcpdump", "ip", "ps", "awk", "find")
 SSH_TIMEOUT_S = 60.0  # one ssh call (not the training: that runs detached)
-_IFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+IFACE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 
 # Start "$@" detached in its own session (pgid = the pid of `timeout`), output in $b.out; wait
 # (bounded) for the pidfile the inner shell writes, and print the group id.
@@ -113,7 +113,7 @@ class SshBackend(Backend):
     poll_interval_s = 1.0
 
     def __init__(self, settings: BackendSettings, interface: str, timeout_s: float, python: str = "python3"):
-        if not _IFACE.match(interface):
+        if not IFACE_NAME.match(interface):
             raise SshError(f"capture.interface {interface!r} is not an interface name")
         self.settings = settings
         self.interface = interface
@@ -203,15 +203,7 @@ class SshBackend(Backend):
 
     def ruleset(self, loss_pct: float) -> str:
         """Drop loss_pct % of the frames leaving the capture interface (0.1 % resolution)."""
-        k = round(loss_pct * 10)
-        if k <= 0:
-            raise SshError(f"loss {loss_pct}% is below the 0.1% resolution of the drop rule")
-        return (
-            f"table inet {LOSS_TABLE}\ndelete table inet {LOSS_TABLE}\n"
-            f"table inet {LOSS_TABLE} {{\n  chain egress {{\n"
-            "    type filter hook output priority 0; policy accept;\n"
-            f'    oifname "{self.interface}" numgen random mod 1000 < {k} counter drop\n  }}\n}}\n'
-        )
+        return egress_loss_ruleset(self.interface, loss_pct)
 
     def launch_command(self, cmd: HostCommand) -> list[str]:
         return self.ssh_argv(cmd.host, self._spawn_argv(self._base(cmd.host, "train"), env_argv(cmd)))
@@ -483,6 +475,20 @@ class SshBackend(Backend):
         self._keep.clear()
         if errors:
             raise SshError("cleanup: " + "; ".join(dict.fromkeys(errors)))
+
+
+def egress_loss_ruleset(interface: str, loss_pct: float) -> str:
+    """The nft ruleset dropping loss_pct % (0.1 % resolution) of the frames leaving `interface`, in
+    table inet LOSS_TABLE (replacing it): the loss rule of every backend that reaches real hosts."""
+    k = round(loss_pct * 10)
+    if k <= 0:
+        raise SshError(f"loss {loss_pct}% is below the 0.1% resolution of the drop rule")
+    return (
+        f"table inet {LOSS_TABLE}\ndelete table inet {LOSS_TABLE}\n"
+        f"table inet {LOSS_TABLE} {{\n  chain egress {{\n"
+        "    type filter hook output priority 0; policy accept;\n"
+        f'    oifname "{interface}" numgen random mod 1000 < {k} counter drop\n  }}\n}}\n'
+    )
 
 
 def _name(host: Host | str) -> str:

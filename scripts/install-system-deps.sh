@@ -19,6 +19,10 @@ have chromium || need+=(chromium)
 have ssh      || need+=(openssh-client)  # the ssh runner backend's client (ssh, scp, ssh-keyscan)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)  # its tests start a real sshd per worker namespace
 have nc       || need+=(netcat-openbsd)  # ... and reach it with ProxyCommand 'ip netns exec NS nc %h %p'
+have sbatch   || need+=(slurm-client)    # the slurm runner backend's client (sbatch, squeue, scontrol, scancel)
+[ -x /usr/sbin/slurmctld ] || need+=(slurmctld)  # its tests start a real slurmctld ...
+[ -x /usr/sbin/slurmd ]    || need+=(slurmd)     # ... and one slurmd per worker namespace
+[ -x /usr/sbin/munged ]    || need+=(munge)      # ... authenticated by their own munged
 have cc       || need+=(gcc)         # numba.pycc compiles the reader's kernels ahead of time
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
               || need+=(python3-dev)  # ... and includes Python.h

@@ -78,6 +78,7 @@ def test_examples_parse_and_dry_run(example: str, snapshot_runner) -> None:
         == {
             "ddp_loss_sweep.toml": 12,
             "ddp_loss_sweep_ssh.toml": 4,
+            "ddp_loss_sweep_slurm.toml": 4,
             "ddp_scaling_sweep.toml": 9,
             "kungfu_topology_sweep.toml": 6,
         }[example]
