@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from bench._deps import ensure_torch
 from tests.conftest import netns_made_by, require_tool
-from tests.test_runners_launchers import RunnerSnapshot
+from tests.runs import check_clocks, check_failed_run, check_loss, check_ok_ddp_run, netem_works
 from tracecore.ingest.runname import parse_run_name
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,11 +51,6 @@ workers = [2]
 """
 
 
-@pytest.fixture
-def snapshot_runner(snapshot):
-    return snapshot.use_extension(RunnerSnapshot)
-
-
 def test_dry_run_prints_every_host_command(tmp_path: Path, snapshot_runner) -> None:
     exp = tmp_path / "tiny.toml"
     exp.write_text(TINY.format(out="pcaps", python="python3"))
@@ -86,6 +81,19 @@ def test_examples_parse_and_dry_run(example: str, snapshot_runner) -> None:
     assert res.stdout == snapshot_runner
 
 
+def test_help_and_errors_name_the_argument_as_people_write_it() -> None:
+    res = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "120"}, terminal_width=120)
+    assert res.exit_code == 0, res.output
+    usage = [line.strip() for line in res.stdout.splitlines() if "Usage:" in line]
+    assert usage == ["Usage: tracecore run [OPTIONS] EXPERIMENT"]
+    assert "│ *    EXPERIMENT      <path>  Experiment file (TOML). [required]" in res.stdout
+    assert "{experiment}" not in res.stdout
+    res = runner.invoke(app, ["run"], env={"COLUMNS": "120"}, terminal_width=120)
+    assert res.exit_code == 2
+    assert "Usage: tracecore run [OPTIONS] EXPERIMENT" in res.stderr
+    assert "Missing argument 'EXPERIMENT'" in res.stderr
+
+
 def test_bad_experiment_is_one_line_naming_file_and_key(tmp_path: Path) -> None:
     exp = tmp_path / "bad.toml"
     exp.write_text(TINY.format(out="pcaps", python="python3").replace("snaplen = 96", "snaplen = -1"))
@@ -103,8 +111,6 @@ def test_real_two_run_matrix_on_netns(tmp_path: Path) -> None:
     # torch is a hard requirement of this test, never a skip: installed here as the bench installs it
     # (bench/requirements.txt), so the test does not depend on a bench test having run before it
     ensure_torch()
-    import torch
-
     out = tmp_path / "pcaps"
     exp = tmp_path / "tiny.toml"
     exp.write_text(TINY.format(out=out, python=sys.executable))
@@ -114,23 +120,9 @@ def test_real_two_run_matrix_on_netns(tmp_path: Path) -> None:
     names = ["torch_ddp-resnet8w4-sgd-4-gloo-normal-ring", "torch_ddp-resnet8w4-sgd-4-gloo-loss_1-ring"]
     assert sorted(p.name for p in out.iterdir()) == sorted(names)
     assert not netns_made_by(os.getpid())
-    for name in names:
-        run_dir = out / name
-        assert sorted(p.name for p in run_dir.iterdir()) == [
-            "logs", "run.toml", "train_history.log", "worker-0-tcpdump.pcap", "worker-1-tcpdump.pcap"
-        ]  # fmt: skip
-        meta = tomllib.loads((run_dir / "run.toml").read_text())
-        assert meta["result"]["status"] == "ok"
-        assert [h["exit_code"] for h in meta["hosts"]] == [0, 0]
-        assert [h["ip"] for h in meta["hosts"]] == ["192.168.17.50", "192.168.17.51"]
-        assert [w["dropped_by_kernel"] for w in meta["capture"]["worker"]] == [0, 0]
-        assert all(w["packets"] > 50 for w in meta["capture"]["worker"])
-        assert meta["run"]["n_workers"] == 2
-        assert meta["model"]["gradient_bytes"] == 4 * meta["model"]["n_params"]
-        assert meta["versions"]["torch"] == torch.__version__
-    lossy = tomllib.loads((out / names[1] / "run.toml").read_text())
-    assert lossy["loss"]["method"] == "nftables numgen random drop in bridge forward"
-    assert lossy["network"]["frames_dropped_by_loss_rule"] > 0
+    for name, loss_pct in zip(names, (0.0, 1.0), strict=True):
+        meta = check_ok_ddp_run(out / name, ["192.168.17.50", "192.168.17.51"])
+        check_loss(meta, loss_pct)  # auto: netem where the kernel has it, else (here) nftables
 
     # --resume skips both; without it the complete runs are refused.
     res = runner.invoke(app, ["run", str(exp), "--resume"])
@@ -169,11 +161,51 @@ def test_failed_run_is_kept_apart_and_exits_non_zero(tmp_path: Path) -> None:
     res = runner.invoke(app, ["run", str(exp)])
     assert res.exit_code == 6, res.output
     assert "1 of 1 run(s) failed" in res.stderr
-    assert [p.name for p in out.iterdir()] == ["_failed"]
-    (failed,) = (out / "_failed").iterdir()
+    failed, _meta = check_failed_run(out, "w1 exited 1", [-15, 1])
     assert failed.name.startswith("torch_ddp-resnet8w4-sgd-4-gloo-normal-ring-")
-    meta = tomllib.loads((failed / "run.toml").read_text())
-    assert meta["result"]["status"] == "failed"
-    assert meta["result"]["reason"] == "w1 exited 1"
-    assert [h["exit_code"] for h in meta["hosts"]] == [-15, 1]
+    assert not netns_made_by(os.getpid())
+
+
+def _ping_experiment(tmp_path: Path, out: Path) -> Path:
+    """Two hosts, 50 % loss, rank 1 pings rank 0 forty times: a run of seconds whose loss shows."""
+    text = TINY.format(out=out, python=sys.executable).replace('kind = "ddp"', 'kind = "command"')
+    text = text.replace("loss = [0, 1]", "loss = [50]")
+    program = '["sh", "-c", "[ {rank} = 0 ] || ping -q -c 40 -i 0.02 -W 1 {master_addr}; true"]'
+    exp = tmp_path / "ping.toml"
+    exp.write_text(text.replace("[launcher]", f"[launcher]\nprogram = {program}"))
+    return exp
+
+
+@pytest.mark.netns
+def test_auto_loss_picks_netem_where_it_works_else_nftables_and_records_it(tmp_path: Path) -> None:
+    for tool in ("tcpdump", "nft", "tc", "unshare"):
+        require_tool(tool)
+    out = tmp_path / "pcaps"
+    res = runner.invoke(app, ["run", str(_ping_experiment(tmp_path, out))])
+    assert res.exit_code == 0, res.output
+    meta = tomllib.loads((out / "torch_ddp-resnet8w4-sgd-4-gloo-loss_50-ring" / "run.toml").read_text())
+    check_loss(meta, 50.0)  # this machine's kernel has no netem: nftables
+    check_clocks(meta)
+    assert not netns_made_by(os.getpid())
+
+
+@pytest.mark.netns
+def test_explicit_netem_is_refused_before_anything_starts_where_the_kernel_lacks_it(tmp_path: Path) -> None:
+    for tool in ("tcpdump", "tc", "unshare"):
+        require_tool(tool)
+    out = tmp_path / "pcaps"
+    exp = _ping_experiment(tmp_path, out)
+    res = runner.invoke(app, ["run", str(exp), "--set", "loss.method=netem"])
+    if netem_works():  # a kernel with netem runs it, and run.toml says so
+        assert res.exit_code == 0, res.output
+        meta = tomllib.loads((out / "torch_ddp-resnet8w4-sgd-4-gloo-loss_50-ring" / "run.toml").read_text())
+        check_loss(meta, 50.0, requested="netem")
+        return
+    assert res.exit_code == 6, res.output  # ExitCode.TESTBED: the hosts cannot do what the file asks
+    assert res.stderr == (
+        f"Error: {exp}: loss.method = netem, but this machine's kernel has no netem (unshare --net tc qdisc"
+        ' add dev lo root netem loss 1%: Error: Specified qdisc kind is unknown.); use method = "auto"'
+        ' (falls back to nftables) or "nftables"\n'
+    )
+    assert not out.exists()  # refused up front: no run folder, no namespace, nothing started
     assert not netns_made_by(os.getpid())
