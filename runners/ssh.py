@@ -67,9 +67,12 @@ _SPAWN = (
 _RECORD = 'b=$0; echo $PPID >"$b.pid.new" && mv "$b.pid.new" "$b.pid"; "$@"; echo $? >"$b.rc"'
 # Is anything of group $1 still running (zombies do not count)?
 _ALIVE = "alive() { ps -e -o pgid=,stat= | awk -v g=\"$1\" '$1==g && $2 !~ /^Z/ {f=1} END {exit !f}'; }; "
+# Liveness first, the exit code second: the code is written before the group ends, so a group found
+# gone has its code on disk by the time it is read (the other order calls a command that ends
+# between the two looks "gone").
 _POLL = (
-    _ALIVE + 'b=$1; if [ -s "$b.rc" ]; then echo "rc $(cat "$b.rc")"; '
-    'elif [ -s "$b.pid" ] && alive "$(cat "$b.pid")"; then echo running; else echo gone; fi'
+    _ALIVE + 'b=$1; if [ -s "$b.pid" ] && alive "$(cat "$b.pid")"; then s=running; else s=gone; fi; '
+    'if [ -s "$b.rc" ]; then echo "rc $(cat "$b.rc")"; else echo "$s"; fi'
 )
 # Signal group $2's members with $3, wait up to 10 s for them to end, then SIGKILL what remains.
 _STOP = (

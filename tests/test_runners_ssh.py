@@ -17,7 +17,7 @@ from tracecore.cli.app import app
 from typer.testing import CliRunner
 
 from tests.conftest import netns_made_by
-from tests.runs import check_clocks, check_failed_run, check_loss, check_ok_ddp_run
+from tests.runs import check_clocks, check_failed_run, check_loss, check_ok_ddp_run, netem_works
 from tests.sshd_hosts import SshHosts, ssh_hosts
 
 runner = CliRunner()
@@ -214,6 +214,35 @@ def test_trust_records_new_keys_and_a_changed_key_is_refused(tmp_path: Path) -> 
             next((tmp_path / "out2" / "_failed").iterdir()).joinpath("run.toml").read_text()
         )
         assert reason["result"]["reason"].startswith("w1: prepare: its host key changed, refused")
+        assert_clean(hosts)
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_loss_method_over_ssh_explicit_netem_refused_up_front_auto_falls_back(tmp_path: Path) -> None:
+    """The netem probe runs on the hosts: an explicit netem they lack stops the experiment before any
+    run (exit 6, nothing left on them); auto falls back to nftables and run.toml says so."""
+    with ssh_hosts(2) as hosts:
+        program = ["sh", "-c", "[ {rank} = 0 ] || ping -q -c 40 -i 0.02 -W 1 {master_addr}; true"]
+        exp = write(tmp_path, experiment(hosts, tmp_path / "out", program, matrix__loss=[50],
+                                         capture__filter="host {ip}"))  # fmt: skip
+        name = "torch_ddp-resnet8w4-sgd-4-gloo-loss_50-ring"
+        if not netem_works():
+            res = runner.invoke(app, ["run", str(exp), "--set", "loss.method=netem"])
+            assert res.exit_code == 6, res.output
+            assert res.stderr == (
+                f"Error: {exp}: loss.method = netem, but w0 has no netem (unshare --net tc qdisc add dev lo"
+                ' root netem loss 1%: Error: Specified qdisc kind is unknown.); use method = "auto" (falls'
+                ' back to nftables) or "nftables"\n'
+            )
+            assert not (tmp_path / "out").exists()
+            assert_clean(hosts)
+        res = runner.invoke(app, ["run", str(exp)])
+        assert res.exit_code == 0, res.output
+        meta = tomllib.loads((tmp_path / "out" / name / "run.toml").read_text())
+        check_loss(meta, 50.0)
+        check_clocks(meta)
+        assert meta["loss"]["where"] == "each host's egress on eth1"
         assert_clean(hosts)
 
 
