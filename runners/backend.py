@@ -162,9 +162,10 @@ class Backend(ABC):
         """Why netem cannot drop packets on the first n hosts, or None when it can."""
         return f"the {self.kind} backend does not install netem"
 
-    def clock_ns(self, host: Host) -> int:
-        """The host's clock now, in ns since the epoch (`tracecore.runners.clocks` brackets the read)."""
-        raise NotImplementedError(f"the {self.kind} backend does not read host clocks")
+    def clock_argv(self, host: Host) -> list[str] | None:
+        """The command, run here, that starts `tracecore.runners.clocks.CLOCK_LOOP` on host (None:
+        this backend reads no clocks)."""
+        return None
 
 
 def env_argv(cmd: HostCommand) -> list[str]:

@@ -243,7 +243,7 @@ def _lifecycle(
     try:
         hosts = backend.prepare(spec.workers)
         commands = _commands(exp, backend, spec, hosts, run_dir)
-        offsets = measure_offsets(backend.clock_ns, hosts)
+        offsets = measure_offsets(backend.clock_argv, hosts)
         caps = [
             (h, backend.start_capture(h, exp.capture, Path(_capture_path(backend, h, run_dir))))
             for h in hosts

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
-from tracecore.runners.clocks import DATE_ARGV, parse_clock_ns
+from tracecore.runners.clocks import CLOCK_LOOP
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
 from tracecore.runners.launchers import Host, HostCommand
 from tracecore.runners.loss import (
@@ -134,8 +134,8 @@ class NetnsBackend(Backend):
         last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
         return f"this machine's kernel has no netem ({shlex.join(NETEM_PROBE)}: {last})"
 
-    def clock_ns(self, host: Host) -> int:
-        return parse_clock_ns(self._up().exec(host.index, DATE_ARGV).stdout, host.name)
+    def clock_argv(self, host: Host) -> list[str] | None:
+        return self._up().wrap(host.index, ["sh", "-c", CLOCK_LOOP])
 
     def launch(self, cmd: HostCommand, log: Path) -> Proc:
         log.parent.mkdir(parents=True, exist_ok=True)

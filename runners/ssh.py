@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
-from tracecore.runners.clocks import DATE_ARGV, parse_clock_ns
+from tracecore.runners.clocks import CLOCK_LOOP
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
 from tracecore.runners.launchers import Host, HostCommand
 from tracecore.runners.loss import (
@@ -431,8 +431,9 @@ class SshBackend(Backend):
                 subprocess.run(["ssh", *self._options(), "-O", "exit", "--", h.name], capture_output=True,
                                timeout=SSH_TIMEOUT_S, check=False)  # fmt: skip
 
-    def clock_ns(self, host: Host) -> int:
-        return parse_clock_ns(self._call(host, list(DATE_ARGV), "read the clock"), host.name)
+    def clock_argv(self, host: Host) -> list[str] | None:
+        self._control_dir()
+        return self.ssh_argv(host, ["sh", "-c", CLOCK_LOOP])
 
     def launch(self, cmd: HostCommand, log: Path) -> Proc:
         return Proc(cmd.host, self._spawn(cmd.host, "train", env_argv(cmd)), log)

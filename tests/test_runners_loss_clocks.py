@@ -3,11 +3,10 @@ run both for real: tests/test_runners_run.py, tests/test_runners_ssh.py)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from tracecore.runners.clocks import DATE_ARGV, measure_offsets, parse_clock_ns
+from tracecore.runners.clocks import CLOCK_LOOP, measure_offsets, parse_clock_ns
 from tracecore.runners.launchers import Host
 from tracecore.runners.loss import LossMethodError, choose_method, netem_dropped
 
@@ -51,34 +50,36 @@ def test_netem_drop_counter_is_read_from_tc_statistics() -> None:
     assert netem_dropped(other) == 0  # a drop count of some other qdisc is not the loss's
 
 
+def _loop(answer: str) -> list[str]:
+    """A real shell loop standing in for a host: `answer` (shell text) printed per line it reads."""
+    return ["sh", "-c", f"while read -r _; do {answer} || exit; done"]
+
+
 def test_one_clock_gives_an_offset_inside_half_the_round_trip() -> None:
-    found = measure_offsets(lambda _h: time.time_ns(), HOSTS)
+    found = measure_offsets(lambda _h: ["sh", "-c", CLOCK_LOOP], HOSTS)
     assert sorted(found) == [0, 1]
     for entry in found.values():
-        assert 0 <= entry["clock_rtt_ns"] < 50_000_000
+        assert 0 < entry["clock_rtt_ns"] < 1_000_000_000
         assert abs(entry["clock_offset_ns"]) <= entry["clock_rtt_ns"] // 2 + 1
 
 
 def test_a_host_three_seconds_ahead_is_measured_so() -> None:
-    found = measure_offsets(lambda h: time.time_ns() + 3_000_000_000 * h.index, HOSTS)
+    ahead = _loop("echo $(( $(date +%s%N) + 3000000000 ))")
+    found = measure_offsets(lambda h: ahead if h.index else ["sh", "-c", CLOCK_LOOP], HOSTS)
     for host in HOSTS:
         entry = found[host.index]
         assert abs(entry["clock_offset_ns"] - 3_000_000_000 * host.index) <= entry["clock_rtt_ns"] // 2 + 1
 
 
-def test_a_clock_without_nanoseconds_is_named_and_a_backend_without_clocks_records_none() -> None:
-    assert DATE_ARGV == ("date", "+%s%N")
+def test_a_clock_that_cannot_be_read_is_named_and_a_backend_without_clocks_records_none() -> None:
     assert parse_clock_ns("1795440453396315000\n", "w0") == 1795440453396315000
-
-    def busybox(host: Host) -> int:
-        return parse_clock_ns("1795440453N" if host.index else "1795440453396315000", host.name)
-
-    found = measure_offsets(busybox, HOSTS)
+    busybox = _loop("echo 1795440453N")
+    found = measure_offsets(lambda h: busybox if h.index else ["sh", "-c", CLOCK_LOOP], HOSTS)
     assert set(found[0]) == {"clock_offset_ns", "clock_rtt_ns"}
     why = "w1: `date +%s%N` gave '1795440453N', not nanoseconds (GNU date needed)"
     assert found[1] == {"clock_error": why}
-
-    def no_clocks(_host: Host) -> int:
-        raise NotImplementedError
-
-    assert measure_offsets(no_clocks, HOSTS) == {}
+    gone = ["sh", "-c", "echo no such host >&2; exit 255"]
+    assert measure_offsets(lambda _h: gone, HOSTS[:1]) == {
+        0: {"clock_error": "w0: the clock loop ended (no such host)"}
+    }
+    assert measure_offsets(lambda _h: None, HOSTS) == {}
