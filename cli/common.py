@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import typer
+from typer.core import TyperCommand
 
 from tracecore.errors import ExitCode, TracecoreError
 
@@ -39,3 +40,12 @@ def boundary(func: F) -> F:
             raise typer.Exit(ExitCode.OK) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+class PlainUsage(TyperCommand):
+    """A usage line as people write one (`tracecore run [OPTIONS] EXPERIMENT`): Typer wraps a required
+    argument's name in braces (`{experiment}`); give the argument an upper-case metavar with this class."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = super().collect_usage_pieces(ctx)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]

@@ -13,7 +13,7 @@ import typer
 from tracecore.cli.common import boundary
 from tracecore.cli.optimus import optimus_app
 from tracecore.cli.optimus_ridge import optimus_ridge
-from tracecore.cli.options import Dataset, Figure, FormatOpt, Out
+from tracecore.cli.options import Dataset, Figure, FormatOpt, Out, Runs
 from tracecore.cli.output import Format, emit_model
 
 model_app = typer.Typer(
@@ -56,10 +56,11 @@ def scaling(
         Path | None,
         typer.Option(
             "--data",
-            help="Dataset directory: captured runs, with measured wire bytes per worker.",
+            help="Dataset directory: captured runs (measured epoch times and wire bytes per worker).",
             show_default="none",
         ),
     ] = None,
+    run: Runs = None,
     epoch: Annotated[
         int, typer.Option(help="Epoch timed in wandb histories (the study: 1, after warm-up).")
     ] = 1,
@@ -82,6 +83,10 @@ def scaling(
 ) -> None:
     """Speedups, compute/communication split and ring all-reduce bandwidth per (GPUs, batch size).
 
+    --data fits the measured epoch times of a dataset's loss-free runs (two epochs or more).
+    Such runs come from `tracecore run runners/examples/ddp_scaling_sweep.toml --ingest`.
+    --run picks some of them by name or glob.
+
     \b
     Examples:
       $ tracecore model scaling --reference-study --figure scaling.svg
@@ -93,6 +98,7 @@ def scaling(
         reference_study=reference_study,
         wandb=wandb,
         data=data,
+        runs=run,
         epoch=epoch,
         n_params=n_params,
         dataset_size=dataset_size,

@@ -9,16 +9,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
+    app.command("run", cls=PlainUsage)(run)
 
 
 @boundary
 def run(
-    experiment: Annotated[Path, typer.Argument(help="Experiment file (TOML).")],
+    experiment: Annotated[Path, typer.Argument(help="Experiment file (TOML).", metavar="EXPERIMENT")],
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print every host's commands; run nothing.")
     ] = False,

@@ -57,7 +57,6 @@ class Backend(ABC):
     """Hosts, processes, captures and loss for one experiment; see the module docstring."""
 
     kind: ClassVar[str]
-    loss_method: ClassVar[str]  # how apply_loss drops packets, recorded in run.toml
     python: str  # interpreter the built-in workload runs with on the hosts
     poll_interval_s: ClassVar[float] = 0.1  # how often `wait` polls (a remote poll is one ssh call)
 
@@ -160,6 +159,20 @@ class Backend(ABC):
                     self.stop(p)
                     p.returncode = self.poll(p)
         return why
+
+    # ---- loss method and host clocks (defaults: a backend with neither netem nor clock reads) --------
+    # what apply_loss installs (netem | nftables | none), settled before the first run by
+    # `tracecore.runners.loss.choose_method`; a dry run sets the requested method (auto shows both outcomes)
+    loss_choice: str = "nftables"
+
+    def netem_missing(self, n: int) -> str | None:
+        """Why netem cannot drop packets on the first n hosts, or None when it can."""
+        return f"the {self.kind} backend does not install netem"
+
+    def clock_argv(self, host: Host) -> list[str] | None:
+        """The command, run here, that starts `tracecore.runners.clocks.CLOCK_LOOP` on host (None:
+        this backend reads no clocks)."""
+        return None
 
 
 def env_argv(cmd: HostCommand) -> list[str]:

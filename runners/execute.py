@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracecore.runners.backend import Backend, Step
+from tracecore.runners.clocks import measure_offsets
 from tracecore.runners.experiment import Experiment, ExperimentError, RunSpec, load_experiment
 from tracecore.runners.launchers import DDP_META, HostCommand, host_commands
+from tracecore.runners.loss import choose_method
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 
 from tracecore import __version__
@@ -87,6 +89,7 @@ def dry_run(exp: Experiment, backend: Backend, complete: set[str] | None = None)
     """Every command each host would run, per run, as shell lines; nothing is started."""
     out = Path(exp.settings.out)
     lines = [f"# {exp.path.name}: {len(exp.runs)} run(s) on the {backend.kind} backend"]
+    backend.loss_choice = exp.loss_method  # not probed: auto shows both outcomes
     for k, spec in enumerate(exp.runs, 1):
         head = f"run {k}/{len(exp.runs)} {spec.name} ({spec.workers} host(s))"
         if spec.name in (complete or set()):
@@ -161,6 +164,9 @@ def run_experiment(
         names = list(exp.backend.hosts) if trust == "all" else [n for n in trust.split(",") if n]
         for line in backend.trust(names):
             say(line)
+    lossy = max((s.workers for s in exp.runs if s.loss_pct > 0 and s.name not in complete), default=0)
+    if lossy:  # settled once, before any run: an explicit netem the hosts lack stops everything here
+        backend.loss_choice = choose_method(exp.loss_method, lambda: backend.netem_missing(lossy), exp.path)
     result = ExperimentResult(exp)
     for k, spec in enumerate(exp.runs, 1):
         tag = f"run {k}/{len(exp.runs)} {spec.name}"
@@ -245,6 +251,7 @@ def _lifecycle(
     try:
         hosts = backend.prepare(spec.workers)
         commands = _commands(exp, backend, spec, hosts, run_dir)
+        offsets = measure_offsets(backend.clock_argv, hosts)
         caps = [
             (h, backend.start_capture(h, exp.capture, Path(_capture_path(backend, h, run_dir))))
             for h in hosts
@@ -257,7 +264,7 @@ def _lifecycle(
             "start_unix": time.time(),
         }
         time.sleep(IDLE_HEAD_S)
-        record["loss"] = backend.apply_loss(hosts, spec.loss_pct)
+        record["loss"] = {**backend.apply_loss(hosts, spec.loss_pct), "requested": exp.loss_method}
         procs = [backend.launch(c, run_dir / "logs" / f"{c.host.name}.out") for c in commands]
         say(f"launched on {', '.join(h.name for h in hosts)}")
         why = backend.wait(procs, exp.settings.timeout_s)
@@ -276,7 +283,7 @@ def _lifecycle(
             "ip": c.host.ip,
             "interface": c.host.interface,
             "exit_code": by_host[c.host.index],
-            "clock_offset_s": 0.0,
+            **offsets.get(c.host.index, {}),
             "argv": list(c.argv),
             "env": dict(c.env),
         }

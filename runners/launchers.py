@@ -12,6 +12,12 @@ argument; a backend joins the list once with `shlex.join` when it must cross a s
     kungfu      kungfu-run -np N -H … -nic IF -strategy TOPOLOGY PROGRAM on every host (seed 004)
     tf          PROGRAM on every host with TF_CONFIG (MultiWorkerMirroredStrategy) in its env
     command     PROGRAM on every host, nothing added
+
+`-H` lists every host as `ip:slots` with slots = `nproc_per_node`, in host order (KungFu's rank
+order). Besides the run's fields, templates may use {rank} {node_rank} {ip} {host} {interface}
+{world_size} {nnodes} {master_addr} {master_port} {hosts} {out} {log} {python} {epochs}
+{steps_per_epoch} {steps} {loss}, and for TensorFlow scripts that take their cluster as arguments
+(the paper's `--worker_addrs … --task_index i`) {worker_addrs} and {task_index}.
 """
 
 from __future__ import annotations
@@ -24,7 +30,10 @@ from tracecore.runners.experiment import ExperimentError, LauncherSettings, RunS
 
 from tracecore.ingest.runname import format_loss
 
-KUNGFU_STRATEGIES = ("STAR", "RING", "CLIQUE", "TREE", "BINARY_TREE_STAR", "MULTI_BINARY_TREE_STAR")
+# kungfu-run's -strategy values (lsds/KungFu srcs/go/kungfu/base/strategy.go; AUTO: STAR on one host, else
+# BINARY_TREE_STAR)
+KUNGFU_STRATEGIES = ("STAR", "MULTI_STAR", "RING", "CLIQUE", "TREE", "BINARY_TREE", "BINARY_TREE_STAR",
+                     "MULTI_BINARY_TREE_STAR", "AUTO")  # fmt: skip
 _RESNET = re.compile(r"^resnet(\d+)(?:w(\d+))?$")
 DDP_META = "ddp-meta.json"  # model facts rank 0 of the built-in workload writes beside the log
 
@@ -84,7 +93,8 @@ def host_commands(
         "nnodes": n,
         "master_addr": hosts[0].ip,
         "master_port": launcher.port,
-        "hosts": ",".join(f"{h.ip}:{h.slots}" for h in hosts),
+        "hosts": ",".join(f"{h.ip}:{launcher.nproc_per_node}" for h in hosts),
+        "worker_addrs": ",".join(f"{h.ip}:{launcher.port}" for h in hosts),
         "out": out,
         "log": f"{out}/train_history.log",
         "python": launcher.python or python,
@@ -102,8 +112,8 @@ def host_commands(
     iface = hosts[0].interface
     commands = []
     for host in hosts if kind not in ("horovodrun", "mpirun") else hosts[:1]:
-        v = {**values, "rank": host.index, "node_rank": host.index, "ip": host.ip, "host": host.name,
-             "interface": host.interface}  # fmt: skip
+        v = {**values, "rank": host.index, "node_rank": host.index, "task_index": host.index, "ip": host.ip,
+             "host": host.name, "interface": host.interface}  # fmt: skip
         program = [fill_template(t, v, "launcher.program") for t in launcher.program]
         env = {"GLOO_SOCKET_IFNAME": host.interface, "NCCL_SOCKET_IFNAME": host.interface}
         if kind == "ddp":
@@ -139,7 +149,7 @@ def host_commands(
         else:
             argv = program
         if kind == "tf":
-            cluster = {"worker": [f"{h.ip}:{launcher.port}" for h in hosts]}
+            cluster = {"worker": values["worker_addrs"].split(",")}
             task = {"type": "worker", "index": host.index}
             env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": task}, separators=(",", ":"))
         env.update({k: fill_template(t, v, f"launcher.env.{k}") for k, t in launcher.env.items()})

@@ -8,23 +8,33 @@ the run's worker count; every host sees the run folder directly, so collecting i
 from __future__ import annotations
 
 import contextlib
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
+from tracecore.runners.clocks import CLOCK_LOOP
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
 from tracecore.runners.launchers import Host, HostCommand
-from tracecore.runners.testbed import CaptureStats, Testbed, tcpdump_argv
+from tracecore.runners.loss import (
+    NETEM_PROBE,
+    loss_steps,
+    netem_add_argv,
+    netem_del_argv,
+    netem_dropped,
+    netem_show_argv,
+)
+from tracecore.runners.testbed import CaptureStats, Testbed, nft_loss_ruleset, tcpdump_argv
 
 DRY_PREFIX = "tbPIDxN"  # namespace prefix shown by dry runs; real testbeds use tb<pid>x<n>
 
 
 class NetnsBackend(Backend):
-    """Worker namespaces 192.168.17.50+ on a bridge; loss by an nftables drop rule on the bridge."""
+    """Worker namespaces 192.168.17.50+ on a bridge; loss by netem on each worker's eth1 where the
+    kernel has it, else an nftables drop rule on the bridge."""
 
     kind = "netns"
-    loss_method = "nftables numgen random drop in bridge forward"
 
     def __init__(self, settings: BackendSettings, python: str = sys.executable):
         self.settings = settings
@@ -32,6 +42,7 @@ class NetnsBackend(Backend):
         self._tb: Testbed | None = None
         self._dry: Testbed | None = None
         self._procs: list[Proc] = []
+        self._netem_on: list[Host] = []
 
     def _testbed(self, n: int | None = None) -> Testbed:
         """The live testbed, else a stand-in (never brought up) that names what a real one would."""
@@ -62,8 +73,12 @@ class NetnsBackend(Backend):
     def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
         if loss_pct <= 0:
             return []
-        argv, stdin = self._testbed(len(hosts)).loss_command(loss_pct)
-        return [Step("bridge", "loss", tuple(argv), stdin)]
+        tb = self._testbed(len(hosts))
+        argv, stdin = tb.loss_command(loss_pct)
+        netem = [Step(h.name, "loss", tuple(tb.wrap(h.index, netem_add_argv(h.interface, loss_pct))))
+                 for h in hosts]  # fmt: skip
+        probe = [Step("local", "probe", NETEM_PROBE)]
+        return loss_steps(self.loss_choice, probe, netem, [Step("bridge", "loss", tuple(argv), stdin)])
 
     def launch_command(self, cmd: HostCommand) -> list[str]:
         return self._testbed().wrap(cmd.host.index, env_argv(cmd))
@@ -87,12 +102,40 @@ class NetnsBackend(Backend):
 
     def apply_loss(self, hosts: list[Host], loss_pct: float) -> dict:
         tb = self._up()
+        if loss_pct <= 0 or self.loss_choice == "none":
+            return {"method": "none", "loss_pct": float(loss_pct)}
+        if self.loss_choice == "netem":
+            for h in hosts:
+                self._netem_on.append(h)
+                tb.exec(h.index, netem_add_argv(h.interface, loss_pct))
+            rule = shlex.join(netem_add_argv(hosts[0].interface, loss_pct))
+            return {"method": "netem", "loss_pct": float(loss_pct), "rule": rule,
+                    "where": "each worker's egress"}  # fmt: skip
         tb.set_loss(loss_pct)
-        return {"method": self.loss_method if loss_pct > 0 else "none", "loss_pct": float(loss_pct)}
+        rule = nft_loss_ruleset(loss_pct).splitlines()[3].strip()
+        return {"method": "nftables", "loss_pct": float(loss_pct), "rule": rule, "where": "bridge forward"}
 
     def clear_loss(self) -> None:
+        for h in self._netem_on:
+            if self._tb is not None:
+                self._tb.exec(h.index, netem_del_argv(h.interface), check=False)
+        self._netem_on.clear()
         if self._tb is not None and self._tb.loss_pct > 0:
             self._tb.set_loss(0.0)
+
+    def netem_missing(self, n: int) -> str | None:
+        """The probe on this machine (the namespaces share its kernel)."""
+        try:
+            proc = subprocess.run(NETEM_PROBE, capture_output=True, text=True, timeout=30, check=False)
+        except FileNotFoundError as err:
+            return f"this machine cannot probe netem ({err.filename} not found)"
+        if proc.returncode == 0:
+            return None
+        last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
+        return f"this machine's kernel has no netem ({shlex.join(NETEM_PROBE)}: {last})"
+
+    def clock_argv(self, host: Host) -> list[str] | None:
+        return self._up().wrap(host.index, ["sh", "-c", CLOCK_LOOP])
 
     def launch(self, cmd: HostCommand, log: Path) -> Proc:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -120,13 +163,18 @@ class NetnsBackend(Backend):
         """Nothing to fetch: the namespaces share this machine's filesystem."""
 
     def facts(self) -> dict:
-        return self._up().network_facts()
+        tb = self._up()
+        if not self._netem_on:
+            return {**tb.network_facts(), "loss_method": "nftables" if tb.loss_pct else "none"}
+        shown = [tb.exec(h.index, netem_show_argv(h.interface)).stdout for h in self._netem_on]
+        return {**tb.network_facts(sum(map(netem_dropped, shown))), "loss_method": "netem"}
 
     def cleanup(self) -> None:
         for proc in self._procs:
             with contextlib.suppress(Exception):
                 self.stop(proc)
         self._procs.clear()
+        self._netem_on.clear()  # the qdiscs go with the namespaces
         tb, self._tb = self._tb, None
         if tb is not None:
             tb.__exit__(None, None, None)

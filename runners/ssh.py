@@ -34,8 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
+from tracecore.runners.clocks import CLOCK_LOOP
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
 from tracecore.runners.launchers import Host, HostCommand
+from tracecore.runners.loss import (
+    NETEM_PROBE,
+    loss_steps,
+    netem_add_argv,
+    netem_del_argv,
+    netem_dropped,
+    netem_show_argv,
+)
 from tracecore.runners.testbed import CaptureStats, pid_alive, read_tcpdump_report, tcpdump_argv
 
 from tracecore.errors import ExitCode, TracecoreError
@@ -58,9 +67,12 @@ _SPAWN = (
 _RECORD = 'b=$0; echo $PPID >"$b.pid.new" && mv "$b.pid.new" "$b.pid"; "$@"; echo $? >"$b.rc"'
 # Is anything of group $1 still running (zombies do not count)?
 _ALIVE = "alive() { ps -e -o pgid=,stat= | awk -v g=\"$1\" '$1==g && $2 !~ /^Z/ {f=1} END {exit !f}'; }; "
+# Liveness first, the exit code second: the code is written before the group ends, so a group found
+# gone has its code on disk by the time it is read (the other order calls a command that ends
+# between the two looks "gone").
 _POLL = (
-    _ALIVE + 'b=$1; if [ -s "$b.rc" ]; then echo "rc $(cat "$b.rc")"; '
-    'elif [ -s "$b.pid" ] && alive "$(cat "$b.pid")"; then echo running; else echo gone; fi'
+    _ALIVE + 'b=$1; if [ -s "$b.pid" ] && alive "$(cat "$b.pid")"; then s=running; else s=gone; fi; '
+    'if [ -s "$b.rc" ]; then echo "rc $(cat "$b.rc")"; else echo "$s"; fi'
 )
 # Signal group $2's members with $3, wait up to 10 s for them to end, then SIGKILL what remains.
 _STOP = (
@@ -87,6 +99,8 @@ _SWEEP = (
     'g=$(cat "$p"); alive "$g" && kill -s KILL -- "-$g" 2>/dev/null; done; rm -rf -- "${w:?}/$r"; done; '
     "nft delete table inet " + LOSS_TABLE + " 2>/dev/null; true"
 )
+_QUIET = '"$@" 2>/dev/null; true'  # a clean-up step that may find nothing to remove
+_NETEM_OK = '"$@" 2>&1 && echo netem-ok; true'  # the probe's answer, whatever it exits with
 _LIST = 'cd "$1" && find . -type f ! -name "*.pid" ! -name "*.rc" ! -name runner -printf "%s %P\\n"'
 
 
@@ -106,10 +120,10 @@ class Remote:
 
 
 class SshBackend(Backend):
-    """Hosts are ssh_config aliases; scratch in `<workdir>/<run>/`; loss by an nft egress drop rule."""
+    """Hosts are ssh_config aliases; scratch in `<workdir>/<run>/`; loss by netem or an nft egress drop
+    rule on the capture interface."""
 
     kind = "ssh"
-    loss_method = "nftables numgen random drop on each host's egress"
     poll_interval_s = 1.0
 
     def __init__(self, settings: BackendSettings, interface: str, timeout_s: float, python: str = "python3"):
@@ -198,8 +212,21 @@ class SshBackend(Backend):
     def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
         if loss_pct <= 0:
             return []
-        return [Step(h.name, "loss", tuple(self.ssh_argv(h, ["nft", "-f", "-"])), self.ruleset(loss_pct))
-                for h in hosts]  # fmt: skip
+        nft = [Step(h.name, "loss", tuple(self.ssh_argv(h, ["nft", "-f", "-"])), self.ruleset(loss_pct))
+               for h in hosts]  # fmt: skip
+        netem = [Step(h.name, "loss", tuple(self.ssh_argv(h, netem_add_argv(self.interface, loss_pct))))
+                 for h in hosts]  # fmt: skip
+        probe = [Step(h.name, "probe", tuple(self.ssh_argv(h, self._probe_argv()))) for h in hosts]
+        return loss_steps(self.loss_choice, probe, netem, nft)
+
+    def _probe_argv(self) -> list[str]:
+        return ["sh", "-c", _NETEM_OK, "sh", *NETEM_PROBE]
+
+    def _clear_argv(self) -> list[str]:
+        """What removes this run's loss on a host (the guard runs it at the deadline)."""
+        if self.loss_choice == "netem":
+            return netem_del_argv(self.interface)
+        return ["nft", "delete", "table", "inet", LOSS_TABLE]
 
     def ruleset(self, loss_pct: float) -> str:
         """Drop loss_pct % of the frames leaving the capture interface (0.1 % resolution)."""
@@ -307,6 +334,8 @@ class SshBackend(Backend):
             stale = _stale_runs(out, me)
             if stale:
                 self._call(h, ["sh", "-c", _SWEEP, "sh", self.settings.workdir, *stale], "sweep stale runs")
+                if self.loss_choice == "netem":  # a dead runner's netem (its nft table went above)
+                    self._call(h, ["sh", "-c", _QUIET, "sh", *netem_del_argv(self.interface)], "sweep netem")
         return self.hosts(n)
 
     def _begin(self, host: Host) -> None:
@@ -343,22 +372,29 @@ class SshBackend(Backend):
         return stats
 
     def apply_loss(self, hosts: list[Host], loss_pct: float) -> dict:
-        if loss_pct <= 0:
-            return {"method": "none", "loss_pct": 0.0}
-        rules = self.ruleset(loss_pct)
+        if loss_pct <= 0 or self.loss_choice == "none":
+            return {"method": "none", "loss_pct": float(loss_pct)}
+        netem = self.loss_choice == "netem"
+        rules = "" if netem else self.ruleset(loss_pct)
+        add = netem_add_argv(self.interface, loss_pct) if netem else ["nft", "-f", "-"]
         for h in hosts:
             self._loss_hosts.append(h)
-            self._call(h, ["nft", "-f", "-"], "apply the loss rule (needs root and nftables)", stdin=rules)
-            # the rule's own dead-man switch: deleted at the deadline if the runner is gone by then
-            self._spawn(h, "loss-guard", ["sh", "-c", f'sleep "$1"; nft delete table inet {LOSS_TABLE}', "sh",
-                                          str(self.deadline_s)], extra_s=30)  # fmt: skip
+            self._call(h, add, f"apply the loss (needs root and {'sch_netem' if netem else 'nftables'})",
+                       stdin=None if netem else rules)  # fmt: skip
+            # the loss's own dead-man switch: removed at the deadline if the runner is gone by then
+            self._spawn(h, "loss-guard", ["sh", "-c", 'sleep "$1"; shift; "$@"', "sh", str(self.deadline_s),
+                                          *self._clear_argv()], extra_s=30)  # fmt: skip
         return {
-            "method": self.loss_method,
+            "method": self.loss_choice,
             "loss_pct": float(loss_pct),
-            "rule": rules.splitlines()[-3].strip(),
+            "rule": shlex.join(add) if netem else rules.splitlines()[-3].strip(),
+            "where": f"each host's egress on {self.interface}",
         }
 
     def loss_counter(self, host: Host) -> int:
+        """Frames the loss dropped on host so far."""
+        if self.loss_choice == "netem":
+            return netem_dropped(self._call(host, netem_show_argv(self.interface), "read the netem counter"))
         out = self._call(
             host, ["sh", "-c", f"nft list table inet {LOSS_TABLE} 2>/dev/null; true"], "read the loss counter"
         )
@@ -369,12 +405,27 @@ class SshBackend(Backend):
         for h in self._loss_hosts:
             for g in [g for g in self._groups if g.host == h and g.base.endswith("/loss-guard")]:
                 self._stop(g, "TERM")
-            self._call(
-                h,
-                ["sh", "-c", f"nft delete table inet {LOSS_TABLE} 2>/dev/null; true"],
-                "clear the loss rule",
-            )
+            self._call(h, ["sh", "-c", _QUIET, "sh", *self._clear_argv()], "clear the loss")
         self._loss_hosts.clear()
+
+    def netem_missing(self, n: int) -> str | None:
+        """The probe on each of the first n hosts; their connections are closed again."""
+        hosts = self.hosts(n)
+        try:
+            for h in hosts:
+                answer = self._call(h, self._probe_argv(), "probe netem").strip()
+                if not answer.endswith("netem-ok"):
+                    last = answer.splitlines()[-1] if answer else "no answer"
+                    return f"{h.name} has no netem ({shlex.join(NETEM_PROBE)}: {last})"
+            return None
+        finally:
+            for h in hosts:
+                subprocess.run(["ssh", *self._options(), "-O", "exit", "--", h.name], capture_output=True,
+                               timeout=SSH_TIMEOUT_S, check=False)  # fmt: skip
+
+    def clock_argv(self, host: Host) -> list[str] | None:
+        self._control_dir()
+        return self.ssh_argv(host, ["sh", "-c", CLOCK_LOOP])
 
     def launch(self, cmd: HostCommand, log: Path) -> Proc:
         return Proc(cmd.host, self._spawn(cmd.host, "train", env_argv(cmd)), log)
@@ -442,7 +493,7 @@ class SshBackend(Backend):
             "ips": [self._ips.get(h.index, "") for h in hosts],
             "interface": self.interface,
             "workdir": self.settings.workdir,
-            "loss_method": self.loss_method if self._loss_hosts else "none",
+            "loss_method": self.loss_choice if self._loss_hosts else "none",
             "frames_dropped_by_loss_rule": sum(self.loss_counter(h) for h in self._loss_hosts),
         }
 

@@ -90,3 +90,11 @@ def require_tool(name: str) -> str:
     if path is None:
         pytest.fail(f"{name} not found on PATH: run `make system-deps` (scripts/install-system-deps.sh)")
     return path
+
+
+@pytest.fixture
+def snapshot_runner(snapshot):
+    """syrupy's snapshot kept in the runners' reviewed amber files (tests/snapshots/<test module>/)."""
+    from tests.runs import RunnerSnapshot
+
+    return snapshot.use_extension(RunnerSnapshot)

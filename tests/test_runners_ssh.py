@@ -17,8 +17,8 @@ from tracecore.cli.app import app
 from typer.testing import CliRunner
 
 from tests.conftest import netns_made_by
+from tests.runs import check_clocks, check_failed_run, check_loss, check_ok_ddp_run, netem_works
 from tests.sshd_hosts import SshHosts, ssh_hosts
-from tests.test_runners_launchers import RunnerSnapshot
 
 runner = CliRunner()
 TRACECORE = Path(sys.executable).parent / "tracecore"
@@ -74,7 +74,6 @@ def assert_clean(hosts: SshHosts) -> None:
 def test_ddp_matrix_over_ssh_captured_lossy_fetched_ingested(tmp_path: Path) -> None:
     """Acceptance 1: 2 batch sizes × 0 %/1 % loss, gloo DDP on 2 hosts through real sshd."""
     import duckdb
-    import torch  # a hard requirement of this test (bench/requirements.txt), never a skip
 
     with ssh_hosts(2) as hosts:
         out, data = tmp_path / "pcaps", tmp_path / "data"
@@ -90,24 +89,8 @@ def test_ddp_matrix_over_ssh_captured_lossy_fetched_ingested(tmp_path: Path) -> 
         assert sorted(p.name for p in out.iterdir()) == sorted(names)
         for name in names:
             run_dir = out / name
-            assert sorted(p.name for p in run_dir.iterdir()) == [
-                "logs", "run.toml", "train_history.log", "worker-0-tcpdump.pcap", "worker-1-tcpdump.pcap"
-            ]  # fmt: skip
-            meta = tomllib.loads((run_dir / "run.toml").read_text())
-            assert meta["result"]["status"] == "ok"
-            assert [h["exit_code"] for h in meta["hosts"]] == [0, 0]
-            assert [h["ip"] for h in meta["hosts"]] == ["192.168.17.50", "192.168.17.51"]
-            workers = meta["capture"]["worker"]
-            assert [w["dropped_by_kernel"] for w in workers] == [0, 0]
-            assert all(w["packets"] > 50 for w in workers)
-            assert [w["bytes"] for w in workers] == [(run_dir / w["file"]).stat().st_size for w in workers]
-            assert meta["versions"]["torch"] == torch.__version__
-            assert meta["model"]["gradient_bytes"] == 4 * meta["model"]["n_params"]
-            lossy = "loss_1" in name
-            assert meta["loss"]["method"] == (
-                "nftables numgen random drop on each host's egress" if lossy else "none"
-            )
-            assert (meta["network"]["frames_dropped_by_loss_rule"] > 0) is lossy
+            meta = check_ok_ddp_run(run_dir, ["192.168.17.50", "192.168.17.51"])
+            check_loss(meta, 1.0 if "loss_1" in name else 0.0)
             assert "listening on eth1" in (run_dir / "logs" / "w0-tcpdump.txt").read_text()
         assert_clean(hosts)
         con = duckdb.connect(str(data / "tracecore.duckdb"), read_only=True)
@@ -172,12 +155,8 @@ def test_rank_exit_1_stops_every_host_and_keeps_logs_apart(tmp_path: Path) -> No
         assert time.monotonic() - started < 30
         assert res.exit_code == 6, res.output
         assert "1 of 1 run(s) failed" in res.stderr
-        assert [p.name for p in (tmp_path / "out").iterdir()] == ["_failed"]
-        (failed,) = (tmp_path / "out" / "_failed").iterdir()
-        meta = tomllib.loads((failed / "run.toml").read_text())
-        assert meta["result"]["status"] == "failed"
-        assert meta["result"]["reason"] == "w1 exited 1"
-        assert [h["exit_code"] for h in meta["hosts"]] == [-15, 1]
+        failed, meta = check_failed_run(tmp_path / "out", "w1 exited 1", [-15, 1])
+        check_clocks(meta)
         assert (failed / "logs" / "w0.out").read_text() == "rank 0 up\n"
         assert (failed / "logs" / "w1.out").read_text() == "rank 1 up\n"
         assert_clean(hosts)
@@ -235,6 +214,35 @@ def test_trust_records_new_keys_and_a_changed_key_is_refused(tmp_path: Path) -> 
             next((tmp_path / "out2" / "_failed").iterdir()).joinpath("run.toml").read_text()
         )
         assert reason["result"]["reason"].startswith("w1: prepare: its host key changed, refused")
+        assert_clean(hosts)
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_loss_method_over_ssh_explicit_netem_refused_up_front_auto_falls_back(tmp_path: Path) -> None:
+    """The netem probe runs on the hosts: an explicit netem they lack stops the experiment before any
+    run (exit 6, nothing left on them); auto falls back to nftables and run.toml says so."""
+    with ssh_hosts(2) as hosts:
+        program = ["sh", "-c", "[ {rank} = 0 ] || ping -q -c 40 -i 0.02 -W 1 {master_addr}; true"]
+        exp = write(tmp_path, experiment(hosts, tmp_path / "out", program, matrix__loss=[50],
+                                         capture__filter="host {ip}"))  # fmt: skip
+        name = "torch_ddp-resnet8w4-sgd-4-gloo-loss_50-ring"
+        if not netem_works():
+            res = runner.invoke(app, ["run", str(exp), "--set", "loss.method=netem"])
+            assert res.exit_code == 6, res.output
+            assert res.stderr == (
+                f"Error: {exp}: loss.method = netem, but w0 has no netem (unshare --net tc qdisc add dev lo"
+                ' root netem loss 1%: Error: Specified qdisc kind is unknown.); use method = "auto" (falls'
+                ' back to nftables) or "nftables"\n'
+            )
+            assert not (tmp_path / "out").exists()
+            assert_clean(hosts)
+        res = runner.invoke(app, ["run", str(exp)])
+        assert res.exit_code == 0, res.output
+        meta = tomllib.loads((tmp_path / "out" / name / "run.toml").read_text())
+        check_loss(meta, 50.0)
+        check_clocks(meta)
+        assert meta["loss"]["where"] == "each host's egress on eth1"
         assert_clean(hosts)
 
 
@@ -301,11 +309,6 @@ def test_dead_man_switch_ends_orphans_and_the_loss_rule(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, [hosts.leftovers(i, settle_s=0) for i in (0, 1)]
             time.sleep(1)
         assert not any(_group_alive(hosts, i, g) for i, g in enumerate(orphans))
-
-
-@pytest.fixture
-def snapshot_runner(snapshot):
-    return snapshot.use_extension(RunnerSnapshot)
 
 
 def test_dry_run_prints_the_exact_ssh_command_lines(tmp_path: Path, snapshot_runner) -> None:

@@ -139,13 +139,15 @@ ORDER BY gpus, m.batch_size, m.run
 """
 
 
-def inputs_from_catalog(data_dir: Any) -> pl.DataFrame:
+def inputs_from_catalog(data_dir: Any, runs: list[str] | None = None) -> pl.DataFrame:
     """Per captured run: GPUs (workers), batch size, second-epoch time, iterations and wire bytes.
 
-    As seed 002, the first epoch is warm-up: the time is Epoch 1's log timestamp minus Epoch 0's.
+    As seed 002, the first epoch is warm-up: the time is Epoch 1's log timestamp minus Epoch 0's
+    (the measured time of `tracecore run`'s scaling sweep, runners/examples/ddp_scaling_sweep.toml).
     `wire_bytes` is the mean frame bytes one worker sent per step (`data_per_step`) × iterations,
     and `n_params` the catalog's gradient bytes / 4. Runs with packet loss
-    and runs of a single epoch are left out.
+    and runs of a single epoch are left out. `runs` keeps only the runs matching one of these names
+    or globs (`torch_ddp-resnet20w8-*`); one that matches no run of the dataset is an error.
     """
     import polars as pl
 
@@ -153,8 +155,12 @@ def inputs_from_catalog(data_dir: Any) -> pl.DataFrame:
     from tracecore.models.catalog_input import catalog_frame
 
     table = catalog_frame(data_dir, CATALOG_SQL, model="scaling")
+    if runs:
+        known = catalog_frame(data_dir, "SELECT run FROM runs ORDER BY run", model="scaling")["run"]
+        table = table.filter(pl.col("run").is_in(matching_runs(known.to_list(), runs)))
     if table.height == 0:
-        raise ModelFitError(f"{data_dir}: no loss-free run with two logged epochs")
+        among = f" among the runs matching {', '.join(runs)}" if runs else ""
+        raise ModelFitError(f"{data_dir}: no loss-free run with two logged epochs{among}")
     missing = table.filter(pl.col("grad_bytes").is_null())["run"].to_list()
     if missing:
         raise ModelFitError(
@@ -162,6 +168,20 @@ def inputs_from_catalog(data_dir: Any) -> pl.DataFrame:
             "gradient_bytes nor n_params when it was ingested)"
         )
     return table.with_columns((pl.col("grad_bytes") // BYTES_PER_PARAM).alias("n_params")).drop("grad_bytes")
+
+
+def matching_runs(known: list[str], patterns: list[str]) -> list[str]:
+    """The runs of `known` matched by any of the names or globs; a pattern matching none is an error."""
+    import fnmatch
+
+    picked = {p: fnmatch.filter(known, p) for p in patterns}
+    unmatched = [p for p, found in picked.items() if not found]
+    if unmatched:
+        listing = ", ".join(known) if known else "(none: the dataset is empty)"
+        raise UsageError(
+            f"--run {', '.join(map(repr, unmatched))} matches no run; runs in the dataset: {listing}"
+        )
+    return sorted({run for found in picked.values() for run in found})
 
 
 def wide_by_batch(result: pl.DataFrame, value: str) -> pl.DataFrame:

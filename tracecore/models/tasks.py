@@ -34,12 +34,14 @@ def scaling(
     reference_study: bool = False,
     wandb: list[Path] | None = None,
     data: Path | None = None,
+    runs: list[str] | None = None,
     epoch: int = 1,
     n_params: int | None = None,
     dataset_size: int | None = None,
     bytes_per_param: int = 4,
 ) -> ModelResult:
-    """Speedups, compute/communication split and ring all-reduce bandwidth from exactly one input."""
+    """Speedups, compute/communication split and ring all-reduce bandwidth from exactly one input;
+    `runs` (names or globs) picks the dataset's runs to fit when the input is `data`."""
     import polars as pl
 
     from tracecore.models import reference_study as study
@@ -47,9 +49,11 @@ def scaling(
 
     if sum([times is not None, reference_study, bool(wandb), data is not None]) != 1:
         raise UsageError("give exactly one input: a times CSV, --reference-study, --wandb FILE or --data DIR")
+    if runs and data is None:
+        raise UsageError("--run picks runs of a dataset: give it with --data")
     if data is not None:
         result = scaling_model.scaling_table(
-            scaling_model.inputs_from_catalog(data), bytes_per_param=bytes_per_param
+            scaling_model.inputs_from_catalog(data, runs), bytes_per_param=bytes_per_param
         )
         title = "Captured runs: ring all-reduce model beside the measured wire bytes"
         return ModelResult([(title, result)], lambda: scaling_model.chart(result))
