@@ -39,6 +39,7 @@ VIEW_ROWS = {
     "accuracy_vs_data": 34,
     "burstiness": 96,
     "bytes_sent": 2 * 4,
+    "congestion": 12 * (661 + 419),  # link_util's rows, with zero marks: the sample runs are TCP
     "data_per_step": 2,
     "flow_counts": 2 * 4,  # 4tuple, 5tuple, connection, hostpair
     "flow_matrix": 2 * 12,
@@ -49,6 +50,7 @@ VIEW_ROWS = {
     "link_util": 12 * (661 + 419),
     "link_util_ci": 2 * 12,
     "packets_window": 17027 + 2930,
+    "rdma_flows": 0,
     "run_bounds": 2,
     "run_meta": 2,
     "run_summary": 2,
@@ -413,6 +415,7 @@ NEEDED = {
     "bytes_sent": {"run", "worker", "src_ip", "dst_ip", "frame_len"},
     "link_util": {"run", "worker", "src_ip", "dst_ip", "frame_len", "ts_ns"},
     "link_total": {"run", "worker", "src_ip", "frame_len", "ts_ns"},
+    "congestion": {"run", "worker", "src_ip", "dst_ip", "frame_len", "ts_ns", "ecn", "rdma_opcode"},
     "run_bounds": {"run", "worker", "src_ip", "ts_ns"},
 }
 
