@@ -130,10 +130,12 @@ def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
     assert flows == [
         *SAMPLE_FLOWS,
         [SAMPLE_RUN, "hostpair", 6],
+        [SAMPLE_RUN, "qp", 0],
         [other, "4tuple", 18],
         [other, "5tuple", 18],
         [other, "connection", 9],
         [other, "hostpair", 6],
+        [other, "qp", 0],
     ]
     assert sent == [[SAMPLE_RUN, 16110600], [other, 2413902]]
     assert util == [[804, 16110600]]

@@ -41,7 +41,7 @@ VIEW_ROWS = {
     "bytes_sent": 2 * 4,
     "congestion": 12 * (661 + 419),  # link_util's rows, with zero marks: the sample runs are TCP
     "data_per_step": 2,
-    "flow_counts": 2 * 4,  # 4tuple, 5tuple, connection, hostpair
+    "flow_counts": 2 * 5,  # 4tuple, 5tuple, connection, hostpair, qp
     "flow_matrix": 2 * 12,
     "flow_matrix_mean": 12,
     "link_ci": 2 * 12,
@@ -237,9 +237,10 @@ def test_flow_counts(con, run) -> None:
         "5tuple": len(ported.groupby(["src_ip", "dst_ip", "ip_proto", "src_port", "dst_port"]).size()),
         "connection": len({(pr, *sorted([(a, ap), (b, bp)])) for pr, a, ap, b, bp in fwd}),
         "hostpair": len({tuple(sorted(x)) for x in zip(p.src_ip, p.dst_ip, strict=True)}),
+        "qp": 0,  # no RoCE in these TCP runs (tests/test_views_rdma.py counts QP flows)
     }
     got = q(con, "flow_counts", runs=[run])
-    assert list(got.definition) == ["4tuple", "5tuple", "connection", "hostpair"]
+    assert list(got.definition) == ["4tuple", "5tuple", "connection", "hostpair", "qp"]
     assert dict(zip(got.definition, got.flows, strict=True)) == ref
     # each TCP connection is counted twice by the paper's definition (both directions captured)
     assert ref["4tuple"] == 2 * ref["connection"]

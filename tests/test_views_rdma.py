@@ -389,3 +389,22 @@ def test_congestion_window_and_other_runs(con) -> None:
         ("W1", "W2", T0 + 20 * MS)
     ]
     assert got.ecn_ce.sum() == 2  # CE frames were sent at 9, 21 and 27 ms
+
+
+# ---- flow_counts' qp ----------------------------------------------------------------------------
+@pytest.mark.parametrize("window", [{}, {"from_ns": 0, "to_ns": 10 * MS}])
+def test_flow_counts_qp_counts_the_rdma_flows(con, window) -> None:
+    counts = query.run_view(con, "flow_counts", params=window).to_pandas()
+    assert set(counts.definition) == {"4tuple", "5tuple", "connection", "hostpair", "qp"}
+    qp = counts[counts.definition == "qp"].set_index("run").flows
+    per_run = query.run_view(con, "rdma_flows", params=window).to_pandas().groupby("run").size()
+    assert qp.to_dict() == per_run.reindex(qp.index, fill_value=0).to_dict()
+    if not window:
+        assert qp[CRAFTED_RUN] == 3
+        assert qp[NCCL_RUN] == 6
+        assert qp["scapy_roce_hexcaps"] == 3  # two of them RoCE v1: no IP, counted by destination QP
+        assert qp.sum() == 39 + 6 + 3
+        # both directions of a QP connection go to port 4791: `connection` counts each direction; the
+        # CNP (source port 0) is a 5-tuple of its own
+        crafted = counts[counts.run == CRAFTED_RUN].set_index("definition").flows
+        assert (crafted["5tuple"], crafted["connection"], crafted["hostpair"]) == (4, 4, 1)

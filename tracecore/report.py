@@ -58,7 +58,8 @@ TABLES: list[tuple[str, str, str, list[str]]] = [
     (
         "flow_counts",
         "Flows per run",
-        "The paper's directed 4-tuple count next to 5-tuple, bidirectional connection and host-pair counts.",
+        "The paper's directed 4-tuple count next to 5-tuple, bidirectional connection, host-pair and"
+        " RDMA queue-pair counts.",
         ["run", "definition", "flows"],
     ),
 ]

@@ -144,7 +144,7 @@ FIGURES = [
     Figure(
         "flow_counts",
         "Fig. 5",
-        "Flows per run under four flow definitions",
+        "Flows per run under five flow definitions (TCP 4-tuple … RDMA queue pair)",
         _of_view("flow_counts", traffic.flow_counts_chart),
     ),
     Figure("temporal_flows", "Fig. 6", "Per-flow load over time, one row per TCP flow", temporal_flows),

@@ -74,12 +74,13 @@ def flow_matrix_chart(flow_matrix_mean: pa.Table) -> alt.LayerChart | alt.Chart:
 
 
 def flow_counts_chart(flow_counts: pa.Table) -> alt.Chart:
-    """Fig. 5: flows per run under the four definitions (the paper counted directed 4-tuples)."""
+    """Fig. 5: flows per run under the five definitions (the paper counted directed 4-tuples; `qp`
+    counts RDMA queue-pair flows)."""
     title = "Number of flows per run (Fig. 5)"
     data = rows(flow_counts, ["run", "definition", "flows"])
     if not data:
         return empty_chart(title, "no runs selected")
-    order = ["4tuple", "5tuple", "connection", "hostpair"]
+    order = ["4tuple", "5tuple", "connection", "hostpair", "qp"]
     return (
         alt.Chart(inline(data))
         .mark_bar()
