@@ -13,9 +13,11 @@
 -- The pattern comes from run_meta.topology (ring, star, tree, binary_tree[_star], clique,
 -- multi_star; case-insensitive) and, for rings, from backend: gloo without nccl → ring_prev.
 -- Unknown topologies get pattern NULL and no prediction.
--- Measured bytes are transport payload (ACKs carry none, so the reverse ring direction reads ≈ 0)
--- over the training window (first, last logged step] when the run has a training log, else the
--- whole run; only worker-to-worker traffic counts toward the shares.
+-- Measured bytes are transport payload (ACKs carry none, so the reverse ring direction reads ≈ 0):
+-- TCP/UDP payload (l4_payload_len), and for RoCE packets the RDMA payload (rdma_payload_len, so
+-- RDMA ACKs, READ requests and CNPs carry none either, and BTH, extension headers and ICRC are not
+-- counted as payload), over the training window (first, last logged step] when the run has a
+-- training log, else the whole run; only worker-to-worker traffic counts toward the shares.
 --
 -- Parameters:
 --   runs   list of run names; NULL = every run
@@ -23,7 +25,7 @@
 --   run, topology, backend, pattern, n_workers
 --   src_worker, dst_worker   every ordered pair of distinct workers
 --   predicted                true where the pattern puts gradient traffic
---   bytes, payload_bytes     measured frame and payload bytes on the pair, bytes
+--   bytes, payload_bytes     measured frame and payload bytes (RDMA payload for RoCE) on the pair, bytes
 --   measured_share           payload_bytes / all worker-to-worker payload of the run
 --   predicted_share          1/#edges on predicted pairs, 0 elsewhere; NULL when pattern is NULL
 --   share_deviation          measured_share − predicted_share
@@ -69,7 +71,7 @@ pairs AS (
 lw AS (SELECT * FROM train_window(runs := runs)),
 measured AS (
     SELECT p.run, p.src_ip, p.dst_ip, sum(p.frame_len)::BIGINT AS bytes,
-           coalesce(sum(p.l4_payload_len), 0)::BIGINT AS payload_bytes
+           coalesce(sum(coalesce(p.rdma_payload_len, p.l4_payload_len)), 0)::BIGINT AS payload_bytes
     FROM packets AS p
     LEFT JOIN lw ON lw.run = p.run
     WHERE (runs IS NULL OR list_contains(runs, p.run))

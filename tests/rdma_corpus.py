@@ -179,8 +179,12 @@ def crafted_frames() -> tuple[Sent, ...]:
     return tuple(sorted(sent, key=lambda s: s.ts_ns))
 
 
+STEPS_NS = (T0, T0 + 20 * MS, T0 + 40 * MS)  # the crafted run's logged training steps (Batch rows)
+
+
 def make_crafted_run(root: Path) -> Path:
-    """The crafted run folder: one capture per worker (what it sent) and a run.toml pinning their IPs."""
+    """The crafted run folder: one capture per worker (what it sent), a run.toml pinning their IPs and a
+    train_history.log of three steps (`STEPS_NS`)."""
     run = root / CRAFTED_RUN
     run.mkdir(parents=True)
     for ip, name in (("10.1.16.61", "w61.pcap"), ("10.1.16.62", "w62.pcap")):
@@ -190,6 +194,9 @@ def make_crafted_run(root: Path) -> Path:
         '[[capture.worker]]\nfile = "w62.pcap"\nip = "10.1.16.62"\n',
         encoding="utf-8",
     )
+    log = ["Type,ID,Timestamp,Loss,Accuracy"]
+    log += [f"Batch,{i},{ts // 10**9}.{ts % 10**9:09d},2.3,0.1" for i, ts in enumerate(STEPS_NS)]
+    (run / "train_history.log").write_text("\n".join(log) + "\n", encoding="utf-8")
     return run
 
 

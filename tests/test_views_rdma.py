@@ -29,6 +29,7 @@ from tests.rdma_corpus import (
     NCCL_FILES,
     NCCL_RUN,
     PSN_WRAP,
+    STEPS_NS,
     T0,
     WRAP_PORT,
     WRAP_QP,
@@ -408,3 +409,79 @@ def test_flow_counts_qp_counts_the_rdma_flows(con, window) -> None:
         # CNP (source port 0) is a 5-tuple of its own
         crafted = counts[counts.run == CRAFTED_RUN].set_index("definition").flows
         assert (crafted["5tuple"], crafted["connection"], crafted["hostpair"]) == (4, 4, 1)
+
+
+# ---- the frame-counting views on RoCE runs --------------------------------------------------------
+def run_packets(con, run: str) -> pd.DataFrame:
+    """The run's stored packets, with the payload rule topology_check and data_per_step state: RDMA
+    payload for RoCE packets, TCP/UDP payload for the others."""
+    p = con.sql("SELECT * EXCLUDE (ts) FROM packets WHERE run = $run", params={"run": run}).df()
+    p["payload"] = p.rdma_payload_len.where(p.rdma_payload_len.notna(), p.l4_payload_len)
+    return p
+
+
+def test_frame_views_count_roce_frames_like_any_other(con) -> None:
+    """flow_matrix, bytes_sent and link_util on the NCCL run: every frame between two workers by frame_len,
+    RoCEv2 (276 frames) and the TCP bootstrap (91) alike."""
+    p = run_packets(con, NCCL_RUN)
+    workers = dict(con.execute("SELECT ip, worker FROM workers WHERE run = ?", [NCCL_RUN]).fetchall())
+    between = p[p.src_ip.isin(workers) & p.dst_ip.isin(workers)]
+    assert (between.rdma_opcode.notna().sum(), between.rdma_opcode.isna().sum()) == (276, 91)
+    pair = between.groupby([between.src_ip.map(workers), between.dst_ip.map(workers)])
+    want = pair.frame_len.agg(["sum", "size"])
+    matrix = query.run_view(con, "flow_matrix", runs=[NCCL_RUN]).to_pandas()
+    got = matrix.set_index(["src_worker", "dst_worker"])
+    assert got.bytes.to_dict() == want["sum"].to_dict()
+    assert got.packets.to_dict() == want["size"].to_dict()
+    sent = query.run_view(con, "bytes_sent", runs=[NCCL_RUN]).to_pandas().set_index("worker")
+    assert (
+        sent.bytes.to_dict()
+        == p[p.src_ip.isin(workers)].groupby(p.src_ip.map(workers)).frame_len.sum().to_dict()
+    )
+    util = query.run_view(con, "link_util", runs=[NCCL_RUN]).to_pandas()
+    assert util.groupby(["src_worker", "dst_worker"]).bytes.sum().to_dict() == want["sum"].to_dict()
+    # RoCE v1 frames have no IP header: flow_matrix drops them as it drops ARP; rdma_flows keeps them
+    scapy = query.run_view(con, "flow_matrix", runs=["scapy_roce_hexcaps"]).to_pandas()
+    assert list(zip(scapy.src_ip, scapy.dst_ip, scapy.bytes, strict=True)) == [("10.0.17.1", "10.0.18.1", 74)]
+
+
+def test_topology_check_counts_rdma_payload_on_the_nccl_ring(con) -> None:
+    """The ring's data is RDMA WRITE payload; the reverse direction carries ACKs (no payload), NCCL's
+    64-byte clear-to-send WRITEs and the TCP bootstrap, so the predicted ring edges hold ~97 %."""
+    p = run_packets(con, NCCL_RUN)
+    workers = dict(con.execute("SELECT ip, worker FROM workers WHERE run = ?", [NCCL_RUN]).fetchall())
+    between = p[p.src_ip.isin(workers) & p.dst_ip.isin(workers)]
+    payload = between.groupby([between.src_ip.map(workers), between.dst_ip.map(workers)]).payload.sum()
+    udp = between.groupby([between.src_ip.map(workers), between.dst_ip.map(workers)]).l4_payload_len.sum()
+    got = (
+        query.run_view(con, "topology_check", runs=[NCCL_RUN])
+        .to_pandas()
+        .set_index(["src_worker", "dst_worker"])
+    )
+    assert got.pattern.unique().tolist() == ["ring_next"]  # backend nccl, topology ring
+    assert got.payload_bytes.to_dict() == payload.to_dict()
+    assert (got.payload_bytes < udp.reindex(got.index)).all()  # BTH, RETH/AETH and ICRC are not payload
+    ring = got[got.predicted]
+    assert sorted(ring.index) == [("W1", "W2"), ("W2", "W3"), ("W3", "W1")]
+    assert ring.measured_share.sum() == pytest.approx(payload[ring.index].sum() / payload.sum(), rel=1e-12)
+    assert 0.95 < ring.measured_share.sum() < 0.99
+    flows_ = flows(con, NCCL_RUN).set_index(["src_worker", "dst_worker"])
+    tcp = between[between.rdma_opcode.isna()]
+    tcp_payload = tcp.groupby([tcp.src_ip.map(workers), tcp.dst_ip.map(workers)]).l4_payload_len.sum()
+    for edge, row in got.iterrows():  # RDMA payload of the pair's QP flow + its TCP payload
+        assert row.payload_bytes == flows_.message_bytes[edge] + tcp_payload.get(edge, 0), edge
+
+
+def test_data_per_step_counts_rdma_payload(con) -> None:
+    """The crafted run's log has 3 steps: the window (T0, T0 + 40 ms] holds 13 of its 18 WRITEs, 5 ACKs,
+    the CNP; payload is the WRITEs' RDMA payload alone."""
+    sent = [s for s in crafted_frames() if STEPS_NS[0] < s.ts_ns <= STEPS_NS[-1]]
+    writes = [s for s in sent if s.opcode & 0x1F in (6, 7, 8)]
+    assert (len(sent), len(writes)) == (19, 13)
+    payload = sum(s.frame_len - 58 - 16 * (s.opcode & 0x1F == 6) for s in writes)  # less headers, RETH, ICRC
+    row = query.run_view(con, "data_per_step", runs=[CRAFTED_RUN]).to_pandas().iloc[0]
+    assert (row.steps, row.n_workers) == (2, 2)
+    assert row.bytes == sum(s.frame_len for s in sent)
+    assert row.payload_bytes == payload
+    assert row.rank_payload_max == payload / 2  # W2 sent every WRITE: payload / steps
+    assert row.rank_payload_min == 0  # W1 sent ACKs and the CNP: no payload
