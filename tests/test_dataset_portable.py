@@ -141,7 +141,29 @@ def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
     assert util == [[804, 16110600]]
     assert today["results"][:4] == oldest["results"][:4]
     assert dict(zip(names, counts, strict=True)) == dict(zip(names, today["results"][4:], strict=True))
-    assert all(isinstance(count, list) and count[0][0] > 0 for count in counts), counts
+    rows = dict(zip(names, counts, strict=True))
+    assert rows.pop("rdma_flows") == [[0]]  # the sample is TCP: test below has RDMA
+    assert all(isinstance(count, list) and count[0][0] > 0 for count in rows.values()), rows
+
+
+def test_oldest_duckdb_runs_the_rdma_views(oldest_python: Path, tmp_path: Path) -> None:
+    """rdma_flows, congestion and flow_counts' qp give the oldest DuckDB the rows they give today, on
+    real RoCE runs (tests/rdma_corpus.py)."""
+    from tests.rdma_corpus import rdma_dataset
+
+    queries = [
+        "SELECT * FROM rdma_flows ORDER BY ALL",
+        "SELECT * FROM congestion(bin_ns := 5000000) WHERE ecn_ce > 0 OR cnps > 0 ORDER BY ALL",
+        "SELECT run, flows FROM flow_counts WHERE definition = 'qp' ORDER BY run",
+    ]
+    catalog = rdma_dataset() / "tracecore.duckdb"
+    oldest = plain_duckdb(oldest_python, catalog, queries, tmp_path)
+    today = plain_duckdb(Path(sys.executable), catalog, queries, tmp_path)
+    flows, marks, qp = oldest["results"]
+    assert len(flows) == 39 + 6 + 3
+    assert len(marks) == 4  # the crafted run: CE marks in 3 bins of W2→W1, the CNP in one of W1→W2
+    assert sum(n for _, n in qp) == 48
+    assert oldest["results"] == today["results"]
 
 
 def _ingest_sample(out: Path) -> Path:
