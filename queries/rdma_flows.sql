@@ -69,83 +69,85 @@
 CREATE OR REPLACE MACRO rdma_flows(runs := NULL, from_ns := NULL, to_ns := NULL) AS TABLE
 WITH
 roce AS (
-    SELECT run, ts_ns, frame_len, src_ip, dst_ip, src_port, ecn, rdma_opcode AS opcode,
-           rdma_dest_qp AS dest_qp, rdma_psn AS psn, rdma_payload_len, rdma_reth_dma_len,
-           rdma_aeth_syndrome AS syndrome, rdma_deth_src_qp AS deth_src_qp,
+    -- Speed: flows are grouped by one integer (run, addresses and QP hashed, as `worker_pairs` does for
+    -- address pairs; two flows merge only on a 64-bit collision) and operations are small integers:
+    -- 0 SEND, 1 WRITE, 2 READ Request, 3 READ Response, 4 atomic, 5 ACK, 6 atomic ACK, 7 CNP, 8 other
+    SELECT hash(run, src_ip, dst_ip, rdma_dest_qp) AS flow, run, ts_ns, frame_len, src_ip, dst_ip, src_port,
+           ecn, rdma_opcode AS opcode, rdma_dest_qp AS dest_qp, rdma_psn AS psn, rdma_payload_len,
+           rdma_reth_dma_len, rdma_aeth_syndrome AS syndrome, rdma_deth_src_qp AS deth_src_qp,
            CASE
-               WHEN rdma_opcode = 129 THEN 'cnp'
-               WHEN rdma_opcode >= 128 THEN 'other'
-               WHEN rdma_opcode & 31 <= 5 OR rdma_opcode & 31 IN (22, 23) THEN 'send'
-               WHEN rdma_opcode & 31 <= 11 THEN 'write'
-               WHEN rdma_opcode & 31 = 12 THEN 'read_request'
-               WHEN rdma_opcode & 31 <= 16 THEN 'read_response'
-               WHEN rdma_opcode & 31 = 17 THEN 'ack'
-               WHEN rdma_opcode & 31 = 18 THEN 'atomic_ack'
-               WHEN rdma_opcode & 31 IN (19, 20) THEN 'atomic'
-               ELSE 'other'
+               WHEN rdma_opcode = 129 THEN 7
+               WHEN rdma_opcode >= 128 THEN 8
+               WHEN rdma_opcode & 31 <= 5 OR rdma_opcode & 31 IN (22, 23) THEN 0
+               WHEN rdma_opcode & 31 <= 11 THEN 1
+               WHEN rdma_opcode & 31 = 12 THEN 2
+               WHEN rdma_opcode & 31 <= 16 THEN 3
+               WHEN rdma_opcode & 31 = 17 THEN 5
+               WHEN rdma_opcode & 31 = 18 THEN 6
+               WHEN rdma_opcode & 31 IN (19, 20) THEN 4
+               ELSE 8
            END AS op
     FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)
     WHERE rdma_opcode IS NOT NULL
 ),
-steps AS (  -- each sequence packet with the step from the one before it in its sequence
-    SELECT run, src_ip, dst_ip, dest_qp, role, deth_src_qp, psn,
+steps AS (  -- each sequence packet (role 0: requests, 1: READ responses) with the step from the one before
+    SELECT flow, role, deth_src_qp, psn,
            (psn::BIGINT - lag(psn) OVER seq + 16777216) % 16777216 AS fwd,
            lag(opcode) OVER seq & 31 AS prev_op
-    FROM (
-        SELECT *, CASE WHEN op = 'read_response' THEN 'response' ELSE 'request' END AS role
-        FROM roce
-        WHERE op IN ('send', 'write', 'read_request', 'atomic', 'read_response')
-    )
-    WINDOW seq AS (PARTITION BY run, src_ip, dst_ip, dest_qp, role, deth_src_qp ORDER BY ts_ns, psn)
+    FROM (SELECT *, (op = 3)::INTEGER AS role FROM roce WHERE op <= 4)
+    WINDOW seq AS (PARTITION BY flow, role, deth_src_qp ORDER BY ts_ns, psn)
 ),
 sequences AS (
-    SELECT run, src_ip, dst_ip, dest_qp,
+    SELECT flow,
            count(*) FILTER (WHERE fwd BETWEEN 2 AND 8388607 AND prev_op NOT IN (12, 15, 16)) AS gaps,
            coalesce(sum(fwd - 1) FILTER (WHERE fwd BETWEEN 2 AND 8388607 AND prev_op NOT IN (12, 15, 16)), 0)
                AS skipped,
            count(*) - count(DISTINCT psn) AS repeats,
            count(*) FILTER (WHERE fwd = 0 OR fwd >= 8388608) AS rewinds
     FROM steps
-    GROUP BY run, src_ip, dst_ip, dest_qp, role, deth_src_qp
+    GROUP BY flow, role, deth_src_qp
 ),
 flows AS (
-    SELECT run, src_ip, dst_ip, dest_qp,
+    SELECT flow, any_value(run) AS run, any_value(src_ip) AS src_ip, any_value(dst_ip) AS dst_ip,
+           any_value(dest_qp) AS dest_qp,
            count(*) AS packets,
            sum(frame_len)::BIGINT AS bytes,
            coalesce(sum(rdma_payload_len), 0)::BIGINT AS message_bytes,
            coalesce(sum(rdma_reth_dma_len), 0)::BIGINT AS reth_dma_bytes,
-           count(*) FILTER (WHERE op IN ('read_request', 'atomic')
-                            OR (op IN ('send', 'write') AND opcode & 31 IN (0, 4, 5, 6, 10, 11, 23))) AS messages,
-           count(*) FILTER (WHERE op = 'send') AS sends,
-           count(*) FILTER (WHERE op = 'write') AS writes,
-           count(*) FILTER (WHERE op = 'read_request') AS read_requests,
-           count(*) FILTER (WHERE op = 'read_response') AS read_responses,
-           count(*) FILTER (WHERE op = 'atomic') AS atomics,
-           count(*) FILTER (WHERE op = 'ack') AS acks,
-           count(*) FILTER (WHERE op = 'atomic_ack') AS atomic_acks,
-           count(*) FILTER (WHERE op = 'cnp') AS cnps,
-           count(*) FILTER (WHERE op = 'other') AS other_ops,
+           count(*) FILTER (WHERE op IN (2, 4) OR (op <= 1 AND opcode & 31 IN (0, 4, 5, 6, 10, 11, 23))) AS messages,
+           count(*) FILTER (WHERE op = 0) AS sends,
+           count(*) FILTER (WHERE op = 1) AS writes,
+           count(*) FILTER (WHERE op = 2) AS read_requests,
+           count(*) FILTER (WHERE op = 3) AS read_responses,
+           count(*) FILTER (WHERE op = 4) AS atomics,
+           count(*) FILTER (WHERE op = 5) AS acks,
+           count(*) FILTER (WHERE op = 6) AS atomic_acks,
+           count(*) FILTER (WHERE op = 7) AS cnps,
+           count(*) FILTER (WHERE op = 8) AS other_ops,
            count(*) FILTER (WHERE syndrome >> 5 = 3) AS naks,
            count(*) FILTER (WHERE syndrome >> 5 = 1) AS rnr_naks,
            count(*) FILTER (WHERE ecn = 3) AS ecn_ce,
            min(psn) AS psn_min,
            max(psn) AS psn_max,
-           arg_min(psn, (ts_ns, psn)) AS psn_first,
-           arg_max(psn, (ts_ns, psn)) AS psn_last,
+           arg_min(psn, ts_ns::HUGEINT * 16777216 + psn) AS psn_first,
+           arg_max(psn, ts_ns::HUGEINT * 16777216 + psn) AS psn_last,
            min(ts_ns) AS first_ns,
            max(ts_ns) AS last_ns,
-           CASE WHEN count(DISTINCT src_port) FILTER (WHERE op <> 'cnp') = 1
-                     AND count(src_port) FILTER (WHERE op <> 'cnp') = count(*) FILTER (WHERE op <> 'cnp')
-                THEN min(src_port) FILTER (WHERE op <> 'cnp') END AS src_port,
-           CASE WHEN count(DISTINCT deth_src_qp) = 1 THEN min(deth_src_qp) END AS deth_src_qp,
-           CASE count(DISTINCT CASE WHEN opcode < 128 THEN opcode >> 5 ELSE 4 END) FILTER (WHERE op <> 'cnp')
-               WHEN 0 THEN 'CNP'
-               WHEN 1 THEN ['RC', 'UC', 'RD', 'UD', 'other'][min(CASE WHEN opcode < 128 THEN opcode >> 5 ELSE 4 END)
-                                                             FILTER (WHERE op <> 'cnp') + 1]
-               ELSE 'mixed'
+           -- one value or NULL, without DISTINCT aggregates: min = max over every row that counts
+           CASE WHEN min(src_port) FILTER (WHERE op <> 7) = max(src_port) FILTER (WHERE op <> 7)
+                     AND count(src_port) FILTER (WHERE op <> 7) = count(*) FILTER (WHERE op <> 7)
+                THEN min(src_port) FILTER (WHERE op <> 7) END AS src_port,
+           CASE WHEN min(deth_src_qp) = max(deth_src_qp) THEN min(deth_src_qp) END AS deth_src_qp,
+           CASE
+               WHEN count(*) FILTER (WHERE op <> 7) = 0 THEN 'CNP'
+               WHEN min(opcode) FILTER (WHERE op <> 7) >= 128 THEN 'other'
+               WHEN max(opcode) FILTER (WHERE op <> 7) >= 128
+                    OR min(opcode >> 5) FILTER (WHERE op <> 7) <> max(opcode >> 5) FILTER (WHERE op <> 7)
+                   THEN 'mixed'
+               ELSE ['RC', 'UC', 'RD', 'UD'][min(opcode >> 5) FILTER (WHERE op <> 7) + 1]
            END AS transport
     FROM roce
-    GROUP BY run, src_ip, dst_ip, dest_qp
+    GROUP BY flow
 ),
 ported AS (  -- flows that can be paired: an address pair and one UDP source port, one flow each way
     SELECT run, src_ip, dst_ip, src_port, dest_qp,
@@ -168,10 +170,10 @@ SELECT
     f.sends, f.writes, f.read_requests, f.read_responses, f.atomics, f.acks, f.atomic_acks, f.cnps, f.other_ops,
     f.naks, f.rnr_naks, f.ecn_ce,
     f.psn_min, f.psn_max, f.psn_first, f.psn_last,
-    coalesce(q.gaps, 0) AS psn_gaps,
+    coalesce(q.gaps, 0)::BIGINT AS psn_gaps,
     coalesce(q.skipped, 0)::BIGINT AS psn_skipped,
-    coalesce(q.repeats, 0) AS psn_repeats,
-    coalesce(q.rewinds, 0) AS psn_rewinds,
+    coalesce(q.repeats, 0)::BIGINT AS psn_repeats,
+    coalesce(q.rewinds, 0)::BIGINT AS psn_rewinds,
     f.first_ns,
     f.last_ns
 FROM flows AS f
@@ -181,12 +183,10 @@ LEFT JOIN ported AS r
     ON o.run IS NOT NULL AND r.run = f.run AND r.src_ip = f.dst_ip AND r.dst_ip = f.src_ip
     AND r.src_port = f.src_port AND r.alike = 1
 LEFT JOIN (
-    SELECT run, src_ip, dst_ip, dest_qp, sum(gaps) AS gaps, sum(skipped) AS skipped, sum(repeats) AS repeats,
-           sum(rewinds) AS rewinds
+    SELECT flow, sum(gaps) AS gaps, sum(skipped) AS skipped, sum(repeats) AS repeats, sum(rewinds) AS rewinds
     FROM sequences
-    GROUP BY run, src_ip, dst_ip, dest_qp
-) AS q ON q.run = f.run AND q.src_ip IS NOT DISTINCT FROM f.src_ip AND q.dst_ip IS NOT DISTINCT FROM f.dst_ip
-    AND q.dest_qp = f.dest_qp
+    GROUP BY flow
+) AS q ON q.flow = f.flow
 LEFT JOIN workers AS s ON s.run = f.run AND s.ip = f.src_ip
 LEFT JOIN workers AS d ON d.run = f.run AND d.ip = f.dst_ip
 ORDER BY f.run, src_worker NULLS LAST, dst_worker NULLS LAST, f.src_ip NULLS LAST, f.dst_ip NULLS LAST, f.dest_qp;

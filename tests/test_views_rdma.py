@@ -485,3 +485,34 @@ def test_data_per_step_counts_rdma_payload(con) -> None:
     assert row.payload_bytes == payload
     assert row.rank_payload_max == payload / 2  # W2 sent every WRITE: payload / steps
     assert row.rank_payload_min == 0  # W1 sent ACKs and the CNP: no payload
+
+
+# ---- the columns are the documented contract ------------------------------------------------------
+@pytest.mark.parametrize("name", ["rdma_flows", "congestion"])
+def test_columns_are_those_the_header_documents(con, name) -> None:
+    """Each column once, in the header's order, with integer counts (BIGINT) and QPs/PSNs as stored."""
+    from tracecore.views import view_header_section
+
+    documented = []
+    for line in view_header_section(name, "Columns"):
+        if not line.startswith("   "):  # continuation lines are indented under the meaning
+            documented += [c.strip() for c in re.split(r"\s{2,}", line.strip())[0].split(",")]
+    described = con.sql(f"DESCRIBE SELECT * FROM {name}").fetchall()
+    assert [c[0] for c in described] == documented
+    types = {c[0]: c[1] for c in described}
+    assert {types[c] for c in documented if c not in ("run", "t_s", "gbps") and "worker" not in c} <= {
+        "BIGINT",
+        "UINTEGER",
+        "USMALLINT",
+        "BOOLEAN",
+        "VARCHAR",
+    }
+    if name == "rdma_flows":
+        assert [types[c] for c in ("dest_qp", "src_qp", "psn_min", "src_port", "psn_gaps", "packets")] == [
+            "UINTEGER",
+            "UINTEGER",
+            "UINTEGER",
+            "USMALLINT",
+            "BIGINT",
+            "BIGINT",
+        ]
