@@ -17,7 +17,8 @@
 -- PSN sequence: the request packets of a flow (SEND, WRITE, READ Request, atomics) take one PSN each
 -- from the requester's send queue, a READ Request as many as its response has packets; READ Response
 -- packets take one each from the PSNs their request reserved. So each flow holds up to two sequences
--- (requests, READ responses; UD ones also split by DETH source QP), each in capture-time order, and a
+-- (requests, READ responses; UD ones also split by DETH source QP), each in time order (equal
+-- timestamps, as microsecond captures have, in PSN order), and a
 -- step between consecutive packets of a sequence, taken modulo 2^24 into −2^23 .. 2^23−1, is
 --   normal   +1, or any forward step right after a READ Request (requests) or after a READ Response
 --            Last/Only (responses: the next read starts at its own request's PSN)
