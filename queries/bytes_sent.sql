@@ -4,6 +4,7 @@
 -- Semantics: the notebook's bytes_sent.json, groupby(ip.src) of frame.len per run, summed over the
 -- workers for Fig. 3's "total transmitted volume". Grouped by source address, which is the sender
 -- whichever capture saw the packet; only sources that are workers of the run are kept.
+-- RoCEv2 frames count like any other, by frame_len (RDMA payload per queue pair: `rdma_flows`).
 --
 -- Parameters:
 --   runs     list of run names; NULL = every run

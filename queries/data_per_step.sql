@@ -10,6 +10,9 @@
 -- S-SGD strategy moves 2(N−1)·M in total); `expected_rank_bytes` is that figure when the run's
 -- gradient size is known (`run_meta.grad_bytes`), and `payload_ratio` compares it with the
 -- transport payload each rank actually sent. Frame bytes add L2–L4 headers and ACKs on top.
+-- Payload is the TCP/UDP payload (l4_payload_len), and for RoCE packets the RDMA payload
+-- (rdma_payload_len: without BTH, extension headers and ICRC; RDMA ACKs carry none), as in
+-- `topology_check`.
 --
 -- Parameters:
 --   runs   list of run names; NULL = every run with ≥ 2 logged steps
@@ -18,7 +21,7 @@
 --   steps                 whole steps in the window (Batch rows − 1)
 --   step_s                mean step duration, seconds
 --   bytes                 frame bytes of all packets in the window, bytes
---   payload_bytes         transport payload bytes of all packets in the window, bytes
+--   payload_bytes         transport payload bytes (RDMA payload for RoCE) of all packets in the window, bytes
 --   mb_per_step           bytes / steps / 1e6, MB (all workers together: the paper's "data")
 --   payload_mb_per_step   payload_bytes / steps / 1e6, MB
 --   rank_bytes_per_step   mean over workers of the frame bytes each sent per step, bytes
@@ -32,7 +35,7 @@ CREATE OR REPLACE MACRO data_per_step(runs := NULL) AS TABLE
 WITH
 lw AS (SELECT * FROM train_window(runs := runs)),
 sent AS (
-    SELECT p.run, p.src_ip, sum(p.frame_len)::BIGINT AS bytes, coalesce(sum(p.l4_payload_len), 0)::BIGINT AS payload
+    SELECT p.run, p.src_ip, sum(p.frame_len)::BIGINT AS bytes, coalesce(sum(coalesce(p.rdma_payload_len, p.l4_payload_len)), 0)::BIGINT AS payload
     FROM packets AS p
     JOIN lw ON lw.run = p.run
     WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.ts_ns > lw.t_first AND p.ts_ns <= lw.t_last

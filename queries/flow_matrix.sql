@@ -5,6 +5,8 @@
 -- whole capture (idle head and tail, ACKs and non-training traffic included); packets without an IP
 -- header (ARP, …) drop out as they did there. Each packet counts once (ingest keeps the sender's
 -- copy). For the mean over a set of runs (Fig. 4's heatmap) see `flow_matrix_mean`.
+-- RoCEv2 frames count like any other, by frame_len (their RDMA payload is `rdma_flows`'
+-- message_bytes, per queue pair); RoCE v1 and InfiniBand-side frames have no IP header and drop out.
 -- Speed: reads run, src_ip, dst_ip, frame_len only; addresses are grouped by their hash (computed
 -- once per Parquet dictionary entry), which is cheaper than grouping two string columns.
 --

@@ -8,7 +8,8 @@
 -- (src_worker, dst_worker NULL). Each series gets every bin from the run's first to its last
 -- packet (or the window's), zeros included. Bins are aligned to multiples of bin_ns since the Unix
 -- epoch (pandas' resample default), so bins of different widths nest; the first bin may start up
--- to one bin before the run's first packet (t_s slightly negative).
+-- to one bin before the run's first packet (t_s slightly negative). RoCEv2 frames count like any
+-- other, by frame_len; `congestion` puts their ECN-CE marks and CNPs beside these bytes.
 -- Speed: one pass over ts_ns, frame_len, run (and src_ip, dst_ip per pair), grouped on two
 -- integers: the series key (the run and address pair combined into one hash, as `worker_pairs`
 -- holds it for the labels; DuckDB hashes a Parquet dictionary cheaply) and the bin index.

@@ -11,6 +11,7 @@
 -- packet (t_s slightly negative) and the last may end after its last packet.
 -- Gbit/s = bytes·8 / bin_ns (bits per ns).
 -- The series are `link_series`'s (by_pair := true), which holds the binning and its speed notes.
+-- RoCEv2 frames count like any other, by frame_len; `congestion` adds ECN-CE marks and CNPs.
 --
 -- Parameters:
 --   bin_ns   bin width, ns (default 10 000 000 = 10 ms; 100 000 = 100 µs works)

@@ -6,6 +6,7 @@
 -- sit on one grid shared by every flow (multiples of bin_ns since the Unix epoch, as in `link_util`),
 -- not at each flow's own first packet, so bins of different flows line up in time; times are integer
 -- UTC ns rather than local-time strings. Bins between a flow's first and last bin are zero-filled.
+-- TCP only, as the paper's; RDMA queue-pair flows are `rdma_flows`.
 --
 -- Parameters:
 --   bin_ns   bin width, ns (default 10 000 000 000 = 10 s, the paper's)

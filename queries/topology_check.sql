@@ -19,11 +19,13 @@
 -- multi_star; case-insensitive) and, for rings, from backend: gloo without nccl → ring_prev. A run
 -- with NCCL logs that declare rings (trees) gets nccl_ring for topology ring (nccl_tree for tree).
 -- Unknown topologies get pattern NULL and no prediction.
--- Measured bytes are transport payload, for RoCE frames the RDMA payload (ACKs carry none, so the
--- reverse ring direction reads ≈ 0; NCCL's clear-to-send writes there are a few bytes per message)
--- over the training window (first, last logged step] when the run has a training log, else the
--- whole run; only worker-to-worker traffic counts toward the shares. nccl_topology compares NCCL's
--- declared graph with the measured one edge by edge and QP by QP.
+-- Measured bytes are transport payload (ACKs carry none, so the reverse ring direction reads ≈ 0;
+-- NCCL's clear-to-send writes there are a few bytes per message): TCP/UDP payload (l4_payload_len),
+-- and for RoCE packets the RDMA payload (rdma_payload_len, so RDMA ACKs, READ requests and CNPs carry
+-- none either, and BTH, extension headers and ICRC are not counted as payload), over the training
+-- window (first, last logged step] when the run has a training log, else the whole run; only
+-- worker-to-worker traffic counts toward the shares. nccl_topology compares NCCL's declared graph
+-- with the measured one edge by edge and QP by QP.
 --
 -- Parameters:
 --   runs   list of run names; NULL = every run
@@ -31,7 +33,7 @@
 --   run, topology, backend, pattern, n_workers
 --   src_worker, dst_worker   every ordered pair of distinct workers
 --   predicted                true where the pattern puts gradient traffic
---   bytes, payload_bytes     measured frame and payload bytes on the pair, bytes
+--   bytes, payload_bytes     measured frame and payload bytes (RDMA payload for RoCE) on the pair, bytes
 --   measured_share           payload_bytes / all worker-to-worker payload of the run
 --   predicted_share          1/#edges on predicted pairs, 0 elsewhere; NULL when pattern is NULL
 --   share_deviation          measured_share − predicted_share

@@ -130,20 +130,22 @@ def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
     assert flows == [
         *SAMPLE_FLOWS,
         [SAMPLE_RUN, "hostpair", 6],
+        [SAMPLE_RUN, "qp", 0],
         [other, "4tuple", 18],
         [other, "5tuple", 18],
         [other, "connection", 9],
         [other, "hostpair", 6],
+        [other, "qp", 0],
     ]
     assert sent == [[SAMPLE_RUN, 16110600], [other, 2413902]]
     assert util == [[804, 16110600]]
     assert today["results"][:4] == oldest["results"][:4]
     assert dict(zip(names, counts, strict=True)) == dict(zip(names, today["results"][4:], strict=True))
-    needs_nccl = [n.startswith("nccl_") for n in names]  # the sample has no NCCL logs: see the next test
-    assert all(
-        isinstance(count, list) and (count[0][0] > 0 or nccl)
-        for count, nccl in zip(counts, needs_nccl, strict=True)
-    ), counts
+    rows = dict(zip(names, counts, strict=True))
+    assert rows.pop("rdma_flows") == [[0]]  # the sample is TCP: test below has RDMA
+    nccl = {name: rows.pop(name) for name in list(rows) if name.startswith("nccl_")}  # no NCCL logs: see below
+    assert all(isinstance(count, list) for count in nccl.values()), nccl
+    assert all(isinstance(count, list) and count[0][0] > 0 for count in rows.values()), rows
 
 
 def test_oldest_duckdb_runs_the_nccl_views_on_a_run_with_nccl_logs(
@@ -173,6 +175,27 @@ def test_oldest_duckdb_runs_the_nccl_views_on_a_run_with_nccl_logs(
     assert (len(topology), len(ranks)) == (5, 3)
     assert len(edges) > 10
     assert predicted == [["W1", "W2"], ["W2", "W3"], ["W3", "W1"]]
+
+
+
+def test_oldest_duckdb_runs_the_rdma_views(oldest_python: Path, tmp_path: Path) -> None:
+    """rdma_flows, congestion and flow_counts' qp give the oldest DuckDB the rows they give today, on
+    real RoCE runs (tests/rdma_corpus.py)."""
+    from tests.rdma_corpus import rdma_dataset
+
+    queries = [
+        "SELECT * FROM rdma_flows ORDER BY ALL",
+        "SELECT * FROM congestion(bin_ns := 5000000) WHERE ecn_ce > 0 OR cnps > 0 ORDER BY ALL",
+        "SELECT run, flows FROM flow_counts WHERE definition = 'qp' ORDER BY run",
+    ]
+    catalog = rdma_dataset() / "tracecore.duckdb"
+    oldest = plain_duckdb(oldest_python, catalog, queries, tmp_path)
+    today = plain_duckdb(Path(sys.executable), catalog, queries, tmp_path)
+    flows, marks, qp = oldest["results"]
+    assert len(flows) == 39 + 6 + 3
+    assert len(marks) == 4  # the crafted run: CE marks in 3 bins of W2→W1, the CNP in one of W1→W2
+    assert sum(n for _, n in qp) == 48
+    assert oldest["results"] == today["results"]
 
 
 def _ingest_sample(out: Path) -> Path:

@@ -18,9 +18,11 @@ from typer.testing import CliRunner
 import tracecore
 from tests.test_ingest_support import copy_run
 from tracecore.errors import DatasetVersionError
-from tracecore.ingest import ingest, open_catalog
+from tracecore.ingest import ingest, lock, open_catalog
+from tracecore.ingest.catalog import _meta_of
 from tracecore.sample import BOTH_DIRECTIONS_RUN, SAMPLE_RUN, both_directions_run, sample_run
 from tracecore.schema import DATASET_SCHEMA, PACKET_SCHEMA, SCHEMA_VERSION
+from tracecore.views import view_names
 
 
 @pytest.fixture
@@ -158,16 +160,22 @@ def test_an_older_dataset_is_read_and_upgraded_by_the_next_ingest(tmp_path: Path
     assert pl.scan_parquet(glob).select(pl.col("frame_len").sum()).collect().item() == stored > want[1]
 
 
+def _make_version_2(out: Path) -> None:
+    """What tracecore wrote before schema version 3: int64 byte columns, metadata, no dscp/ecn/RDMA/tunnel
+    columns."""
+    for part in (out / "packets").rglob("*.parquet"):
+        old = pq.read_table(part)
+        meta = dict(old.schema.metadata) | {b"tracecore.schema_version": b"2"}
+        pq.write_table(old.select(VERSION_2_COLUMNS).replace_schema_metadata(meta), part)
+    _set_meta(out, "schema_version", "2")
+
+
 def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_ingest(
     tmp_path: Path, sample: Path
 ) -> None:
     """Version 2 part files (int64 byte columns, no dscp/ecn/RDMA/tunnel columns) still read; the next
     ingest rewrites them with those columns null, beside the new run's files that have them."""
-    for part in (sample / "packets").rglob("*.parquet"):
-        old = pq.read_table(part)
-        meta = dict(old.schema.metadata) | {b"tracecore.schema_version": b"2"}
-        pq.write_table(old.select(VERSION_2_COLUMNS).replace_schema_metadata(meta), part)
-    _set_meta(sample, "schema_version", "2")
+    _make_version_2(sample)
     con = open_catalog(sample)
     want = con.execute("SELECT count(*), sum(frame_len), count(DISTINCT src_ip) FROM packets").fetchall()[0]
     assert "dscp" not in [d[0] for d in con.execute("SELECT * FROM packets LIMIT 0").description]
@@ -186,6 +194,9 @@ def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_inges
     ).fetchall()
     con.close()
     assert rows == [(False, 2930, 2414910, 4, 2906, 2906, 2906, 0, 0, 0), (True, *want, 17015, 0, 0, 0, 0, 0)]
+    meta = _meta_of(sample / "tracecore.duckdb")
+    assert meta["schema_version"] == "3"  # the files were upgraded: the catalog says so
+
 
 
 @pytest.mark.parametrize("with_state", [True, False], ids=["state copy", "catalog only"])
@@ -226,3 +237,51 @@ def test_a_dataset_from_before_the_nccl_tables_opens_and_gains_them(
         )
     finally:
         con.close()
+
+
+# packets_window passes the packets through: their DSCP and ECN were read from version 3 files only
+ALL_ROWS = {"packets_window": "SELECT * EXCLUDE (dscp, ecn) FROM packets_window"}
+
+
+@pytest.mark.parametrize("rebuilt", ["in place", "in memory"])
+def test_a_version_2_dataset_runs_every_view_before_any_re_ingest(sample: Path, rebuilt: str) -> None:
+    """An older tracecore's dataset (version 2 part files, that tracecore's views) opened by this one:
+    the catalog is rebuilt with version 3's columns as NULL of their type, so the RDMA views run and
+    are empty, and every view gives the rows it gave on the version 3 files. The catalog still says
+    version 2, so the next ingest upgrades the files (test above). In memory: when the dataset lock
+    is taken (another ingest), the rebuilt catalog is not written."""
+    con = open_catalog(sample)
+    before = {name: con.sql(ALL_ROWS.get(name, f"SELECT * FROM {name}")).fetchall() for name in view_names()}
+    con.close()
+    assert before["rdma_flows"] == []
+    assert len(before["congestion"]) == len(before["link_util"]) > 0
+    _make_version_2(sample)
+    _set_meta(sample, "views_fingerprint", "0123456789abcdef")  # an older tracecore's queries/
+    fd = lock.try_lock(sample) if rebuilt == "in memory" else None
+    try:
+        con = open_catalog(sample)
+        try:
+            columns = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE packets)").fetchall())
+            assert list(columns) == ["run", "worker", *DATASET_SCHEMA.names, "ts"]
+            assert (columns["rdma_opcode"], columns["rdma_payload_len"], columns["tunnel"]) == (
+                "UTINYINT",
+                "BIGINT",
+                "VARCHAR",
+            )
+            nulls = con.execute(
+                "SELECT count(*), count(dscp), count(rdma_opcode), count(inner_src_ip) FROM packets"
+            )
+            assert nulls.fetchall() == [(17027, 0, 0, 0)]
+            after = {
+                name: con.sql(ALL_ROWS.get(name, f"SELECT * FROM {name}")).fetchall() for name in view_names()
+            }
+        finally:
+            con.close()
+    finally:
+        if fd is not None:
+            lock.release(fd)
+    for name in view_names():
+        assert sorted(after[name], key=repr) == sorted(before[name], key=repr), name
+    meta = _meta_of(sample / "tracecore.duckdb")
+    assert meta["schema_version"] == "2"
+    assert (meta["views_fingerprint"] == "0123456789abcdef") == (rebuilt == "in memory")

@@ -21,6 +21,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 from tracecore.cli.app import app
@@ -135,6 +136,50 @@ def _summary(rows: list[dict]) -> dict:
 @pytest.mark.parametrize("name", figures.figure_names())
 def test_spec_snapshot(charts, name, spec_snapshot) -> None:
     assert _rounded(json.loads(json.dumps(render.spec(charts[name])))) == spec_snapshot
+
+
+@pytest.fixture(scope="module")
+def rdma_con():
+    from tests.rdma_corpus import open_rdma_dataset
+
+    c = open_rdma_dataset()
+    yield c
+    c.close()
+
+
+def test_rdma_ops_spec_snapshot(rdma_con, spec_snapshot) -> None:
+    """The operation-mix chart of the NCCL ring and the crafted run (tests/rdma_corpus.py)."""
+    from tests.rdma_corpus import CRAFTED_RUN, NCCL_RUN
+
+    chart = figures.build(rdma_con, "rdma_ops", [NCCL_RUN, CRAFTED_RUN])
+    assert _rounded(json.loads(json.dumps(render.spec(chart)))) == spec_snapshot
+
+
+def test_rdma_ops_draws_rdma_flows(rdma_con) -> None:
+    """One bar per flow, one segment per operation it used, as rdma_flows counts them; the flows in the
+    view's order (by worker pair), and the 30 busiest only when a run has more."""
+    from tests.rdma_corpus import NCCL_RUN
+
+    flows = run_view(rdma_con, "rdma_flows", runs=[NCCL_RUN])
+    chart = traffic.rdma_ops_chart(flows).to_dict()
+    bars, ends = chart["layer"][0]["data"]["values"], chart["layer"][1]["data"]["values"]
+    assert [e["flow"] for e in ends] == [
+        "W1→W2 QP 0x000028",
+        "W1→W3 QP 0x000022",
+        "W2→W1 QP 0x000022",
+        "W2→W3 QP 0x000023",
+        "W3→W1 QP 0x000023",
+        "W3→W2 QP 0x000027",
+    ]
+    assert [e["label"] for e in ends] == ["32,770 B", "1,024 B", "1,024 B", "32,769 B", "32,769 B", "1,024 B"]
+    per_flow = {(b["flow"], b["op"]): b["packets"] for b in bars}
+    assert per_flow[("W1→W2 QP 0x000028", "RDMA WRITE")] == 44
+    assert per_flow[("W1→W2 QP 0x000028", "ACK")] == 16
+    assert sum(per_flow.values()) == sum(flows["packets"].to_pylist()) == 276
+    many = pa.concat_tables([flows] * 6)  # 36 flows: the busiest 30 are drawn, the title says so
+    cut = traffic.rdma_ops_chart(many).to_dict()
+    assert len(cut["layer"][1]["data"]["values"]) == traffic.RDMA_FLOWS_SHOWN == 30
+    assert cut["title"].endswith(f"({NCCL_RUN}: the 30 busiest of 36 flows): {NCCL_RUN}")
 
 
 def test_every_figure_is_listed_with_the_paper_reference() -> None:

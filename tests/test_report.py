@@ -18,6 +18,8 @@ from tracecore import figures
 from tracecore.report import write_report
 
 runner = CliRunner()
+# the figures a report of runs without RDMA traffic draws: all but rdma_ops (its `shown_when`)
+TCP_FIGURES = [name for name in figures.figure_names() if name != "rdma_ops"]
 
 
 def chromium(page: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -59,9 +61,12 @@ def test_report_is_one_self_contained_file(report) -> None:
     assert "<script src" not in page
     assert "<link" not in page
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
-    assert page.count('class="chart"') == len(figures.figure_names())
-    for name in figures.figure_names():
+    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 1
+    for name in TCP_FIGURES:
         assert f'id="fig-{name}"' in page
+    # no RDMA section: the sample runs are TCP
+    assert 'id="fig-rdma_ops"' not in page
+    assert 'id="table-rdma_flows"' not in page
     assert "window.vegaEmbed=" in page  # the bundle is inline
     for run in (SAMPLE, BOTH):
         assert run in page
@@ -73,12 +78,12 @@ def test_report_draws_every_chart_offline_without_console_errors(report, tmp_pat
     dom = chromium(report, tmp_path, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert console_messages(dom.stderr) == []
-    total = len(figures.figure_names())
+    total = len(TCP_FIGURES)
     body = re.search(r"<body[^>]*>\s*<header>", dom.stdout).group(0)  # the bundle's strings mention <body>
     assert f'data-charts-total="{total}"' in body
     assert f'data-charts-drawn="{total}"' in body
     assert 'data-charts-failed=""' in body
-    for name in figures.figure_names():  # each chart container holds a drawn SVG with marks
+    for name in TCP_FIGURES:  # each chart container holds a drawn SVG with marks
         container = dom.stdout.split(f'id="fig-{name}"', 1)[1].split("</section>", 1)[0]
         assert "<svg" in container, name
         assert container.count("<path") + container.count("<rect") + container.count("<line") > 3, name
@@ -142,5 +147,31 @@ def test_views_figures_and_report_on_captures_that_are_not_training_runs(corpus_
     assert "no worker-to-worker traffic in the selected runs" in text
     dom = chromium(page, tmp_path, "--dump-dom")
     assert console_messages(dom.stderr) == []
-    total = len(figures.figure_names())
+    total = len(TCP_FIGURES)
     assert f'data-charts-drawn="{total}"' in re.search(r"<body[^>]*>\s*<header>", dom.stdout).group(0)
+
+
+def test_report_of_rdma_runs_has_an_rdma_section_drawn_offline(tmp_path) -> None:
+    """The NCCL ring and the crafted run: the operation-mix chart and the QP flow table, QPs in hex."""
+    from tests.rdma_corpus import CRAFTED_RUN, NCCL_RUN, rdma_dataset
+
+    page = write_report(rdma_dataset(), tmp_path / "report", [NCCL_RUN, CRAFTED_RUN])
+    text = page.read_text(encoding="utf-8")
+    assert text.count('class="chart"') == len(figures.figure_names())
+    assert '<a href="#rdma_ops">RDMA operation mix per queue-pair flow (RoCE runs)</a>' not in text
+    assert '<a href="#rdma_ops">rdma_ops</a>' in text
+    table = text.split('id="table-rdma_flows"', 1)[1].split("</section>", 1)[0]
+    assert table.count("<tr>") == 1 + 6 + 3  # header, the ring's 6 flows, the crafted run's 3
+    assert "<td >0x000028</td>" in table.replace(
+        'class=""', ""
+    )  # W1→W2's destination QP, as tshark writes it
+    dom = chromium(page, tmp_path, "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert console_messages(dom.stderr) == []
+    body = re.search(r"<body[^>]*>\s*<header>", dom.stdout).group(0)
+    assert f'data-charts-drawn="{len(figures.figure_names())}"' in body
+    assert 'data-charts-failed=""' in body
+    chart = dom.stdout.split('id="fig-rdma_ops"', 1)[1].split("</section>", 1)[0]
+    assert "<svg" in chart
+    for label in ("W1→W2 QP 0x000028", "W2→W1 QP 0x00001b", "32,770 B", "CNP", "RDMA WRITE"):
+        assert label in chart, label

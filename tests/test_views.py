@@ -39,8 +39,9 @@ VIEW_ROWS = {
     "accuracy_vs_data": 34,
     "burstiness": 96,
     "bytes_sent": 2 * 4,
+    "congestion": 12 * (661 + 419),  # link_util's rows, with zero marks: the sample runs are TCP
     "data_per_step": 2,
-    "flow_counts": 2 * 4,  # 4tuple, 5tuple, connection, hostpair
+    "flow_counts": 2 * 5,  # 4tuple, 5tuple, connection, hostpair, qp
     "flow_matrix": 2 * 12,
     "flow_matrix_mean": 12,
     "link_ci": 2 * 12,
@@ -52,6 +53,7 @@ VIEW_ROWS = {
     "nccl_rank_workers": 0,
     "nccl_topology": 0,
     "packets_window": 17027 + 2930,
+    "rdma_flows": 0,
     "run_bounds": 2,
     "run_meta": 2,
     "run_summary": 2,
@@ -238,9 +240,10 @@ def test_flow_counts(con, run) -> None:
         "5tuple": len(ported.groupby(["src_ip", "dst_ip", "ip_proto", "src_port", "dst_port"]).size()),
         "connection": len({(pr, *sorted([(a, ap), (b, bp)])) for pr, a, ap, b, bp in fwd}),
         "hostpair": len({tuple(sorted(x)) for x in zip(p.src_ip, p.dst_ip, strict=True)}),
+        "qp": 0,  # no RoCE in these TCP runs (tests/test_views_rdma.py counts QP flows)
     }
     got = q(con, "flow_counts", runs=[run])
-    assert list(got.definition) == ["4tuple", "5tuple", "connection", "hostpair"]
+    assert list(got.definition) == ["4tuple", "5tuple", "connection", "hostpair", "qp"]
     assert dict(zip(got.definition, got.flows, strict=True)) == ref
     # each TCP connection is counted twice by the paper's definition (both directions captured)
     assert ref["4tuple"] == 2 * ref["connection"]
@@ -416,6 +419,7 @@ NEEDED = {
     "bytes_sent": {"run", "worker", "src_ip", "dst_ip", "frame_len"},
     "link_util": {"run", "worker", "src_ip", "dst_ip", "frame_len", "ts_ns"},
     "link_total": {"run", "worker", "src_ip", "frame_len", "ts_ns"},
+    "congestion": {"run", "worker", "src_ip", "dst_ip", "frame_len", "ts_ns", "ecn", "rdma_opcode"},
     "run_bounds": {"run", "worker", "src_ip", "ts_ns"},
 }
 

@@ -42,6 +42,9 @@ def test_references_are_read_from_the_sql_not_the_comments() -> None:
     # data_per_step's header mentions run_meta.grad_bytes; its SQL uses run_meta and train_window
     assert shipped.references("data_per_step") == {"run_meta", "train_window"}
     assert shipped.references("run_bounds") == frozenset()
+    # the RDMA views: rdma_flows' header names flow_matrix and link_util; its SQL uses neither
+    assert shipped.references("rdma_flows") == {"packets_window"}
+    assert shipped.references("congestion") == {"link_series", "packets_window", "worker_pairs"}
 
 
 def test_install_order_puts_every_building_block_before_its_users() -> None:
@@ -53,6 +56,8 @@ def test_install_order_puts_every_building_block_before_its_users() -> None:
     assert order.index("run_bounds") < order.index("packets_window") < order.index("link_series")
     assert order.index("link_series") < order.index("link_util")
     assert order.index("flow_matrix") < order.index("flow_matrix_mean")
+    assert order.index("link_series") < order.index("congestion")
+    assert order.index("packets_window") < order.index("rdma_flows")
 
 
 def test_building_blocks_are_marked_and_used_by_other_views() -> None:

@@ -173,6 +173,7 @@ def test_flow_counts_window(con, run, kind) -> None:
         "5tuple": len(set(zip(*(ported[c] for c in FIVE), strict=True))),
         "connection": len({(pr, *sorted([(a, ap), (b, bp)])) for pr, a, ap, b, bp in fwd}),
         "hostpair": len({tuple(sorted(x)) for x in zip(p.src_ip, p.dst_ip, strict=True)}),
+        "qp": 0,
     }
     got = view(con, "flow_counts", run, from_ns=from_ns, to_ns=to_ns)
     assert dict(zip(got.definition, got.flows, strict=True)) == ref

@@ -57,7 +57,7 @@ SHOWN: tuple[Shown, ...] = (
            FROM link_util() GROUP BY ALL HAVING sum(bytes) >= 1e6 ORDER BY src_worker""",
     ),
     Shown(
-        "Flows under four definitions",
+        "Flows under five definitions (qp: RDMA queue pairs, none in this TCP run)",
         "flow_counts",
         "SELECT definition, flows FROM flow_counts() ORDER BY definition",
     ),

@@ -58,10 +58,26 @@ TABLES: list[tuple[str, str, str, list[str]]] = [
     (
         "flow_counts",
         "Flows per run",
-        "The paper's directed 4-tuple count next to 5-tuple, bidirectional connection and host-pair counts.",
+        "The paper's directed 4-tuple count next to 5-tuple, bidirectional connection, host-pair and"
+        " RDMA queue-pair counts.",
         ["run", "definition", "flows"],
     ),
 ]
+
+# shown only when a selected run has RoCE packets (figures.registry.has_rdma), after the figure rdma_ops
+RDMA_TABLE = (
+    "rdma_flows",
+    "RDMA queue-pair flows",
+    "Per run and directed (source, destination, destination QP): packets, frame and message bytes, "
+    "operation mix, PSN gaps/repeats/rewinds, NAKs, ECN-CE marks and CNPs; src_qp from the paired "
+    "direction (same UDP source port) or UD's DETH.",
+    [
+        "run", "src_worker", "dst_worker", "src_ip", "dst_ip", "dest_qp", "src_qp", "transport", "packets",
+        "bytes", "message_bytes", "writes", "sends", "read_requests", "read_responses", "atomics", "acks",
+        "cnps", "naks", "ecn_ce", "psn_gaps", "psn_repeats", "psn_rewinds",
+    ],
+)  # fmt: skip
+QP_COLUMNS = ("dest_qp", "src_qp")  # shown in hex, as tshark and `tracecore read` write them
 
 RUN_COLUMNS = [
     "run", "framework", "model", "optimizer", "batch_size", "backend", "loss_pct", "topology",
@@ -96,6 +112,7 @@ def render_report(con: duckdb.DuckDBPyConnection, runs: list[str] | None, source
 
     from tracecore import figures
     from tracecore.figures import render
+    from tracecore.figures.registry import has_rdma
     from tracecore.query import check_runs, run_view
 
     runs = check_runs(con, runs)
@@ -103,6 +120,8 @@ def render_report(con: duckdb.DuckDBPyConnection, runs: list[str] | None, source
     sections, nav = [], ['<a href="#runs">Runs</a>']
     for name in figures.figure_names():
         fig = figures.get(name)
+        if fig.shown_when is not None and not fig.shown_when(con, runs):
+            continue
         chart_id = f"fig-{name}"
         specs[chart_id] = render.spec(figures.build(con, name, runs))
         heading = f"{fig.ref}: {fig.purpose}" if fig.ref else fig.purpose
@@ -112,7 +131,7 @@ def render_report(con: duckdb.DuckDBPyConnection, runs: list[str] | None, source
             f'<div class="chart" id="{chart_id}"></div></section>'
         )
         nav.append(f'<a href="#{name}">{html.escape(fig.ref or name)}</a>')
-    for view, heading, purpose, columns in TABLES:
+    for view, heading, purpose, columns in [*TABLES, *([RDMA_TABLE] if has_rdma(con, runs) else [])]:
         table = run_view(con, view, runs=runs)
         sections.append(
             f'<section id="table-{view}"><h2>{html.escape(heading)}</h2>'
@@ -157,7 +176,7 @@ def html_table(table: pa.Table, columns: list[str]) -> str:
     body = []
     for row in table.select(cols).to_pylist():
         cells = "".join(
-            f'<td class="{"" if numeric[c] else "text"}">{html.escape(_fmt(row[c]))}</td>' for c in cols
+            f'<td class="{"" if numeric[c] else "text"}">{html.escape(_fmt(row[c], c))}</td>' for c in cols
         )
         body.append(f"<tr>{cells}</tr>")
     if not body:
@@ -165,9 +184,11 @@ def html_table(table: pa.Table, columns: list[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, column: str = "") -> str:
     if value is None:
         return "—"
+    if column in QP_COLUMNS and isinstance(value, int):
+        return f"0x{value:06x}"
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)

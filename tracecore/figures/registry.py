@@ -31,6 +31,8 @@ class Figure:
     ref: str  # where in the paper, or "" for tracecore's own
     purpose: str
     build: Callable[[duckdb.DuckDBPyConnection, list[str] | None], alt.TopLevelMixin]
+    # the report draws it only when this says the runs hold what it shows (None: always)
+    shown_when: Callable[[duckdb.DuckDBPyConnection, list[str] | None], bool] | None = None
 
 
 Runs = list[str] | None
@@ -66,6 +68,14 @@ def _longest_run_ns(con: duckdb.DuckDBPyConnection, runs: Runs) -> int:
     return max(
         e - s for s, e in zip(bounds["start_ns"].to_pylist(), bounds["end_ns"].to_pylist(), strict=True)
     )
+
+
+def has_rdma(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
+    """Whether any of `runs` (None = all) holds a RoCE packet: the report's RDMA section needs one."""
+    sql = "SELECT EXISTS (SELECT 1 FROM packets WHERE rdma_opcode IS NOT NULL"
+    if runs is None:
+        return bool(con.execute(sql + ")").fetchall()[0][0])
+    return bool(con.execute(sql + " AND list_contains($runs, run))", {"runs": runs}).fetchall()[0][0])
 
 
 def link_util(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
@@ -144,7 +154,7 @@ FIGURES = [
     Figure(
         "flow_counts",
         "Fig. 5",
-        "Flows per run under four flow definitions",
+        "Flows per run under five flow definitions (TCP 4-tuple … RDMA queue pair)",
         _of_view("flow_counts", traffic.flow_counts_chart),
     ),
     Figure("temporal_flows", "Fig. 6", "Per-flow load over time, one row per TCP flow", temporal_flows),
@@ -188,5 +198,12 @@ FIGURES = [
         "",
         "Payload per rank per step vs 2(N−1)/N × gradient bytes",
         _of_view("data_per_step", training.data_per_step_chart),
+    ),
+    Figure(
+        "rdma_ops",
+        "",
+        "RDMA operation mix per queue-pair flow (RoCE runs)",
+        _of_view("rdma_flows", traffic.rdma_ops_chart),
+        shown_when=has_rdma,
     ),
 ]

@@ -128,11 +128,15 @@ def views_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def packets_all_sql(root: Path, files: list[str], runs: list[str] | None = None) -> str:
+def packets_all_sql(
+    root: Path, files: list[str], runs: list[str] | None = None, schema_version: int = SCHEMA_VERSION
+) -> str:
     """Every stored packet row, with `run` and `worker` (hive keys) first and `ts` (ts_ns as a
     TIMESTAMP_NS, UTC, so tools show times) last; byte columns BIGINT whatever the file's version; the
     folder names of `runs` that were shortened to fit the file system (layout.partition_key) are
-    mapped back to the names."""
+    mapped back to the names. Part files of an older `schema_version` may lack columns added since
+    (version 3's dscp, ecn, RDMA and tunnel columns): they read as NULL of their type, so every view
+    runs on an older dataset before the next ingest upgrades its files (`upgrade.py`)."""
     if not files:
         cols = ", ".join(
             f"NULL::{'VARCHAR' if pa.types.is_dictionary(f.type) else _DUCK_TYPES[f.type]} AS {f.name}"
@@ -152,12 +156,17 @@ def packets_all_sql(root: Path, files: list[str], runs: list[str] | None = None)
         whens = " ".join(f"WHEN {_lit(key)} THEN {_lit(name)}" for key, name in long_names)
         run = f"CASE run {whens} ELSE run END"
     widened = ", ".join(f"{c}::BIGINT AS {c}" for c in BYTE_COLUMNS)  # schema version 1 stored uint32
-    return (
+    stored = (
         f"SELECT {run} AS run, worker, * EXCLUDE (run, worker) REPLACE ({widened}),"
         " make_timestamp_ns(ts_ns) AS ts FROM read_parquet("
         f"CASE WHEN current_setting('file_search_path') = '' THEN [{absolute}] ELSE [{relative}] END,"
         " hive_partitioning = true, hive_types = {'run': VARCHAR, 'worker': VARCHAR})"
     )
+    if schema_version >= SCHEMA_VERSION:
+        return stored
+    # Today's columns in today's order and types, each filled from the files where they have it: UNION
+    # BY NAME with an empty typed row set adds what the files lack as NULL (whether or not they do).
+    return f"SELECT * FROM ({packets_all_sql(root, [])}) UNION ALL BY NAME ({stored})"
 
 
 def packets_sql(workers: list[dict]) -> str:
@@ -220,7 +229,7 @@ def fill_catalog(
         con.unregister("_incoming")
     meta = {
         "format_version": FORMAT_VERSION,
-        "schema_version": str(SCHEMA_VERSION),
+        "schema_version": str(state.schema_version),  # what the part files are (pipeline upgrades them)
         "tracecore_version": __version__,
         "root": str(root),
         "views_fingerprint": views_fingerprint(),
@@ -234,7 +243,9 @@ def fill_catalog(
     con.executemany("INSERT INTO _meta VALUES (?, ?)", list(meta.items()))
     files = sorted(state.tables["_files"]["path"].to_pylist())
     runs = state.tables["_files"]["run"].to_pylist()
-    con.execute("CREATE OR REPLACE VIEW packets_all AS " + packets_all_sql(root, files, runs))
+    con.execute(
+        "CREATE OR REPLACE VIEW packets_all AS " + packets_all_sql(root, files, runs, state.schema_version)
+    )
     con.execute(packets_sql(state.rows("workers")))
 
 

@@ -103,6 +103,7 @@ def ingest(
             layout.recover(out, set(state.tables["_files"]["path"].to_pylist()) | set(state.retired))
             if state.schema_version < SCHEMA_VERSION:
                 upgrade_parts(out, state)
+                state.schema_version = SCHEMA_VERSION  # what the commit records
             stage.mkdir(parents=True)
         except OSError as err:
             raise DatasetError(f"{out}: cannot prepare the dataset directory: {err.strerror or err}") from err
