@@ -86,27 +86,13 @@ def _sink(out: Path | None) -> contextlib.AbstractContextManager[TextIO]:
 
 
 def _write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: TextIO) -> None:
-    """CSV batch by batch; dictionary columns as their values, nested ones (lists, structs) as JSON
-    text (Arrow's CSV writer has no form for them), the header even when there are no rows."""
-    import pyarrow as pa
+    """CSV batch by batch (tracecore.json_values.csv_ready), the header even when there are no rows."""
     import pyarrow.csv as pacsv
 
-    def flat(field: pa.Field) -> pa.Field:
-        if pa.types.is_dictionary(field.type):
-            return field.with_type(field.type.value_type)
-        return field.with_type(pa.string()) if pa.types.is_nested(field.type) else field
+    from tracecore.json_values import csv_ready, csv_schema
 
-    plain = pa.schema([flat(f) for f in schema])
-    nested = [i for i, f in enumerate(schema) if pa.types.is_nested(f.type)]
-
-    def as_text(batch: pa.RecordBatch) -> pa.Table:
-        table = pa.Table.from_batches([batch])
-        for i in nested:
-            values = [None if v is None else json.dumps(v, default=str) for v in table.column(i).to_pylist()]
-            table = table.set_column(i, schema[i].name, pa.array(values, pa.string()))
-        return table.cast(plain)
-
-    tables = (as_text(batch) for batch in batches)
+    plain = csv_schema(schema)
+    tables = (csv_ready(batch, plain) for batch in batches)
     first = next(tables, plain.empty_table())  # no rows: still name the columns
     for i, table in enumerate(itertools.chain([first], tables)):
         buf = io.BytesIO()

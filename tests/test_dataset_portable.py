@@ -143,7 +143,7 @@ def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
     assert dict(zip(names, counts, strict=True)) == dict(zip(names, today["results"][4:], strict=True))
     rows = dict(zip(names, counts, strict=True))
     assert rows.pop("rdma_flows") == [[0]]  # the sample is TCP: test below has RDMA
-    nccl = {name: rows.pop(name) for name in list(rows) if name.startswith("nccl_")}  # no NCCL logs: see below
+    nccl = {name: rows.pop(name) for name in list(rows) if name.startswith("nccl_")}  # no NCCL logs here
     assert all(isinstance(count, list) for count in nccl.values()), nccl
     assert all(isinstance(count, list) and count[0][0] > 0 for count in rows.values()), rows
 
@@ -175,7 +175,6 @@ def test_oldest_duckdb_runs_the_nccl_views_on_a_run_with_nccl_logs(
     assert (len(topology), len(ranks)) == (5, 3)
     assert len(edges) > 10
     assert predicted == [["W1", "W2"], ["W2", "W3"], ["W3", "W1"]]
-
 
 
 def test_oldest_duckdb_runs_the_rdma_views(oldest_python: Path, tmp_path: Path) -> None:

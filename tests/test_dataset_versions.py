@@ -198,7 +198,6 @@ def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_inges
     assert meta["schema_version"] == "3"  # the files were upgraded: the catalog says so
 
 
-
 @pytest.mark.parametrize("with_state", [True, False], ids=["state copy", "catalog only"])
 def test_a_dataset_from_before_the_nccl_tables_opens_and_gains_them(
     tmp_path: Path, sample: Path, with_state: bool
