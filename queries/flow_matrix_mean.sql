@@ -1,5 +1,7 @@
 -- Mean bytes per directed worker pair over a set of runs: the heatmap of Fig. 4.
 -- Kind: answer
+-- Partition: run
+-- Combine: flow_matrix
 --
 -- Semantics: the notebook summed the per-run src×dst pivot tables (missing pairs filled with 0)
 -- over the runs of one framework/topology and divided by (#runs · 1e9). Same here, by worker

@@ -1,5 +1,6 @@
 -- Measured flow matrix next to the one predicted for the run's collective and topology.
 -- Kind: answer
+-- Partition: run
 --
 -- Prediction (gradient bytes M per step, N workers; rank r = worker W(r+1), ranks in address order):
 --   ring_next    ring all-reduce sending to rank i+1 (TensorFlow RING, Open MPI, NCCL, KungFu RING)

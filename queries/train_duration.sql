@@ -1,5 +1,6 @@
 -- Training duration per run from its training log, normalized to the 0%-loss run of the same configuration (Fig. 10).
 -- Kind: answer
+-- Partition: none
 --
 -- Semantics: the notebook computed (Timestamp.max − Timestamp.min)/60 over train_history.log and
 -- divided by the minimum over the plotted runs. Fixed here: each run is divided by the mean
