@@ -9,7 +9,7 @@ a cluster without workers or with workers running another tracecore. This module
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import CancelledError
+from concurrent.futures import FIRST_EXCEPTION, CancelledError, Future, wait
 from typing import Any
 
 from tracecore.errors import ClusterError, Interrupted
@@ -64,19 +64,22 @@ def run_on_cluster(scheduler: str, fn: Callable[[Any], Any], tasks: list[Any], s
     """`fn(task)` for every task on the workers of the scheduler at `scheduler`, results in the order
     of `tasks`.
 
-    Largest first: a task's Dask priority is its rank by `sizes`, so the biggest parts start first
-    and the small ones fill in at the end. A task's own error (a TracecoreError from a worker) is
-    raised as it is; a lost scheduler or workers that kept dying are a ClusterError; Ctrl-C (or any
-    early exit) cancels every future, so nothing is left queued on the cluster.
+    Largest first: tasks are submitted in decreasing `sizes`, each with its rank as Dask priority
+    (an idle worker starts the first task that arrives; the rest wait in priority order), so the
+    biggest parts start first and the small ones fill in at the end. A task's own error (a
+    TracecoreError from a worker) is raised as it is; a lost scheduler or workers that kept dying
+    are a ClusterError; Ctrl-C (or any early exit) cancels every future, so nothing is left queued.
     """
     client = connect(scheduler)
-    futures: list[distributed.Future] = []
+    futures: list[Future] = []
     try:
         check_workers(client, scheduler)
+        pool = client.get_executor(pure=False)
         order = sorted(range(len(tasks)), key=lambda i: -sizes[i])
-        priority = {i: len(tasks) - rank for rank, i in enumerate(order)}
-        futures = [client.submit(fn, t, pure=False, priority=priority[i]) for i, t in enumerate(tasks)]
-        return client.gather(futures)
+        submitted = {i: pool.submit(fn, tasks[i], priority=len(tasks) - rank) for rank, i in enumerate(order)}
+        futures = list(submitted.values())
+        wait(futures, return_when=FIRST_EXCEPTION)
+        return [submitted[i].result() for i in range(len(tasks))]
     except KeyboardInterrupt as err:
         raise Interrupted(
             "Interrupted: the query's tasks on the Dask cluster were cancelled; nothing was written."
@@ -87,12 +90,12 @@ def run_on_cluster(scheduler: str, fn: Callable[[Any], Any], tasks: list[Any], s
             "(distributed.scheduler.allowed-failures); check the workers' memory and logs"
         ) from err
     except (OSError, CancelledError, distributed.comm.CommClosedError) as err:
-        if any(f.status == "error" for f in futures):  # a task's own error, not the cluster's
-            raise
+        if any(f.done() and not f.cancelled() and f.exception() is err for f in futures):
+            raise  # a task's own error, not the cluster's
         raise ClusterError(f"lost the Dask scheduler at {scheduler}: {err or type(err).__name__}") from err
     finally:
         try:
-            if futures and client.status == "running":
-                client.cancel(futures)
+            for f in futures:
+                f.cancel()
         finally:
             client.close()

@@ -420,7 +420,10 @@ def run_part(task: PartTask) -> pa.Table:
     same call as a local query, over the part's runs. Refused when the dataset there is not the
     commit the query was planned on, so parts of two commits are never joined."""
 
+    from tracecore.ingest import testpause
+
     def work(con: duckdb.DuckDBPyConnection) -> pa.Table:
+        testpause.pause("query")
         if catalog_state(con) != task.state:
             raise DatasetError(
                 f"{task.data_dir} is not the dataset the query was planned on (an ingest committed "
