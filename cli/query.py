@@ -1,7 +1,8 @@
 """`tracecore query NAME`: run one named analysis view over the dataset; `--list` shows them all.
 
 Thin: parse options, call `tracecore.query`, print through `cli.output`. `--run` selects runs; `--bin`,
-`--from`, `--to` and `--param k=v` become the view's macro parameters (`tracecore.query.request_params`).
+`--from`, `--to` and `--param k=v` become the view's macro parameters (`tracecore.query.request_params`);
+`--scheduler` runs a view split by run on a Dask cluster (`tracecore.query.query_dataset`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Annotated
 import typer
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import boundary
-from tracecore.cli.options import Dataset, FormatOpt, Limit, Out, Runs
+from tracecore.cli.options import Dataset, FormatOpt, Limit, Out, Runs, Scheduler
 from tracecore.cli.output import Format, emit
 
 from tracecore.errors import UsageError
@@ -62,6 +63,7 @@ def query(
         bool, typer.Option("--describe", help="Show the view's parameters and columns.")
     ] = False,
     data: Dataset = None,
+    scheduler: Scheduler = None,
 ) -> None:
     """Run a named analysis view (flow_matrix, link_util, …) with parameters.
 
@@ -72,6 +74,9 @@ def query(
       $ tracecore query link_util --bin 100ms --from 1s --to 2s --limit 5
       $ tracecore query link_util_ci -p src=W1 -p dst=W4 --format csv
       $ tracecore query flow_matrix --format json --out flows.json
+
+    With --scheduler, a view split by run (--describe says so) runs per run on the Dask cluster's
+    workers, which must see the dataset at the same path; the others run here.
     """
     from tracecore.query import describe_view, query_dataset, request_params, view_listing
 
@@ -89,6 +94,7 @@ def query(
         view = describe_view(name)
         defaults = ", ".join(f"{p.name} := {p.default}" for p in view.params) or "none"
         typer.echo(f"{view.name} ({view.kind}): {view.purpose}")
+        typer.echo(f"On a Dask cluster (--scheduler): {view.on_cluster}")
         typer.echo(
             "\n".join(
                 [f"Parameters ({defaults}):", *view.parameters] if view.params else ["Parameters: none"]
@@ -98,4 +104,4 @@ def query(
         return
     check_destination(fmt, out, limit)
     params = request_params(name, param or [], bin_, from_, to)  # an unknown view fails before the dataset
-    emit(query_dataset(data, name, runs=run, params=params), fmt, out, limit)
+    emit(query_dataset(data, name, runs=run, params=params, scheduler=scheduler), fmt, out, limit)

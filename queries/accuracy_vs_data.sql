@@ -1,5 +1,6 @@
 -- Cumulative data sent at each logged training step, next to the step's loss and accuracy (Fig. 8).
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: the notebook shifted the log by +7200 s (UTC → CEST, to match tshark's local-time
 -- strings), resampled bytes into bins of the mean step duration, took the cumulative sum and

@@ -1,5 +1,6 @@
 -- Peak-to-mean ratio of each link's load at several bin widths: microbursts hide in 10 ms bins.
 -- Kind: answer
+-- Partition: run
 --
 -- Why: the paper plots 10 ms means; a link that is idle 90% of the time and saturated the rest
 -- shows a flat 10% there. The same bytes binned at 100 µs, 1 ms, 10 ms and 100 ms show how the

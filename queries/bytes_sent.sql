@@ -1,5 +1,6 @@
 -- Bytes each worker sent, and the run's total (Fig. 3).
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: the notebook's bytes_sent.json, groupby(ip.src) of frame.len per run, summed over the
 -- workers for Fig. 3's "total transmitted volume". Grouped by source address, which is the sender

@@ -1,5 +1,6 @@
 -- Bytes per training step, per run and per rank (the input of the paper's Sec. VI model).
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: the notebook resampled bytes_per_sec into bins of the mean step duration over the
 -- whole capture (idle head and tail included, after a +7200 s clock shift) and took the mean bin,

@@ -1,5 +1,6 @@
 -- Flows per run under five definitions, side by side (Fig. 5, and RDMA queue pairs).
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: the paper counted len(groupby(ip.src, ip.dst, tcp.srcport, tcp.dstport)) over the
 -- whole capture, a *directed* TCP 4-tuple, so every TCP connection counts twice (data and ACK

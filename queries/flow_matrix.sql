@@ -1,5 +1,6 @@
 -- Bytes per directed (src, dst) address pair per run, with worker labels (Fig. 4).
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: the notebook's joint_sent_received.json, groupby(ip.src, ip.dst) of frame.len over the
 -- whole capture (idle head and tail, ACKs and non-training traffic included); packets without an IP

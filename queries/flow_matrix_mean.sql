@@ -1,10 +1,14 @@
 -- Mean bytes per directed worker pair over a set of runs: the heatmap of Fig. 4.
 -- Kind: answer
+-- Partition: run
+-- Combine: flow_matrix
 --
 -- Semantics: the notebook summed the per-run src×dst pivot tables (missing pairs filled with 0)
 -- over the runs of one framework/topology and divided by (#runs · 1e9). Same here, by worker
 -- label, so runs on different addresses line up; a pair a run never used counts as 0 for it.
 -- Only worker-to-worker traffic is kept.
+-- On a Dask cluster (`Combine: flow_matrix`) the workers compute `flow_matrix` per run and this SQL
+-- runs on the driver over their rows: the sums are of integers, so the result is the local one.
 --
 -- Parameters:
 --   runs     list of run names to average over; NULL = every run

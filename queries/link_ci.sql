@@ -1,11 +1,15 @@
 -- Mean Gbit/s over consecutive complete windows with a 95% confidence interval, per directed worker pair or per run.
 -- Kind: building block
+-- Partition: run
 --
 -- Why: `link_util_ci` (one link, Table II) and `throughput_ci` (all traffic of a run, Table I) are
 -- the same estimate over two kinds of series, so the windows, the zero-filled samples and the
 -- interval m ± 1.96·s/√n are written once, here. The span from the window's start holds n complete
 -- windows (the cut-short last one does not count); each window's sample is its bytes·8 / window_ns,
--- empty windows count as 0 Gbit/s; s is the sample standard deviation (ddof = 1).
+-- empty windows count as 0 Gbit/s; s is the sample standard deviation (ddof = 1). Both come from
+-- exact integer sums over the windows (n, Σbytes, Σbytes²), not from float aggregates whose last
+-- bit depends on the order DuckDB's threads feed them: the result is the same bits for any split
+-- of the runs (`Partition: run`; see tracecore/partition.py).
 -- by_pair := true: one series per directed worker pair with traffic in the span (src, dst pick
 -- links); by_pair := false: one series per run holding every packet (src_worker, dst_worker NULL).
 --
@@ -51,17 +55,25 @@ labelled AS (  -- the series: worker pairs with traffic, labelled and picked by 
     WHERE NOT by_pair
 ),
 samples AS (
-    SELECT l.run, l.series, l.src_worker, l.dst_worker, coalesce(b.bytes, 0) * 8.0 / window_ns::BIGINT AS gbps
+    SELECT l.run, l.series, l.src_worker, l.dst_worker, coalesce(b.bytes, 0)::HUGEINT AS bytes
     FROM labelled AS l
     JOIN w ON w.run = l.run
     CROSS JOIN range(0, w.n) AS g(k)
     LEFT JOIN binned AS b ON b.run = l.run AND b.series = l.series AND b.k = g.k
 ),
-stats AS (
+sums AS (  -- exact integer sums: the same bits whatever order the samples arrive in
     SELECT run, any_value(src_worker) AS src_worker, any_value(dst_worker) AS dst_worker, count(*) AS windows,
-           avg(gbps) AS mean_gbps, stddev_samp(gbps) AS std_gbps
+           sum(bytes) AS s1, sum(bytes * bytes) AS s2
     FROM samples
     GROUP BY run, series
+),
+stats AS (
+    SELECT run, src_worker, dst_worker, windows,
+           s1::DOUBLE * 8 / (windows * window_ns::BIGINT) AS mean_gbps,
+           CASE WHEN windows > 1
+                THEN sqrt((windows * s2 - s1 * s1)::DOUBLE / (windows * (windows - 1))) * 8 / window_ns::BIGINT
+           END AS std_gbps
+    FROM sums
 )
 SELECT
     s.run,

@@ -1,5 +1,6 @@
 -- Bytes and Gbit/s in contiguous, zero-filled time bins, per directed worker pair or per run.
 -- Kind: building block
+-- Partition: run
 --
 -- Why: `link_util` (per worker pair) and `link_total` (all traffic of a run) differ only in what a
 -- series is, so the binning, the window's bin span and the zero-filling are written once, here.

@@ -1,5 +1,6 @@
 -- All traffic of a run together: bytes and Gbit/s in contiguous, zero-filled time bins.
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: the notebook's (misnamed) bytes_per_sec.json, total frame.len of every packet of the
 -- run per 1 ms bin, zero-filled from first to last packet. Fixed here: integer UTC ns instead of

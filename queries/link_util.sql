@@ -1,5 +1,6 @@
 -- Per directed worker pair: bytes and Gbit/s in contiguous, zero-filled time bins (Figs. 7, 9).
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: the notebook's utilization.json (bytes per 1 ms per directed IP pair), then ×8/1e6,
 -- a 10 ms resample and /10. Fixed here: bins sit on integer UTC ns, not on row numbers of a

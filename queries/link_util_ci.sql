@@ -1,5 +1,6 @@
 -- Mean Gbit/s of one link over consecutive windows, with a 95% confidence interval (Table II).
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: the notebook took the 10 ms link utilization of W1→W2, the means of 30 one-second
 -- windows from 90 s on (rows 9000 + 100·i), and reported m ± 1.96·std/10 with np.var (ddof = 0).

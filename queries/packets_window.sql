@@ -1,5 +1,6 @@
 -- The packets of the selected runs inside the analysis window: the shared input of the windowed views.
 -- Kind: building block
+-- Partition: run
 --
 -- Why a macro: with no window the run bounds are never computed (the second branch is planned
 -- as an empty result), so views that need no timestamps read no timestamps; DuckDB pushes the

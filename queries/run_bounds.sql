@@ -1,5 +1,6 @@
 -- First and last packet of each run, and the analysis window every windowed view measures from.
 -- Kind: building block
+-- Partition: run
 --
 -- Why: every time axis in tracecore starts at the run's first packet (integer UTC ns), never at a
 -- local-time string; `from_ns`/`to_ns` are offsets from that origin, so "seconds 200–300 of the run"

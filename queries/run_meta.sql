@@ -1,5 +1,6 @@
 -- Run metadata with every optional column the views use present (NULL where ingest has none).
 -- Kind: building block
+-- Partition: run
 --
 -- Why: views read `run_meta` instead of `runs`, so a catalog written before a column existed still
 -- works and that column reads NULL. UNION ALL BY NAME adds a missing column and leaves an existing

@@ -1,5 +1,6 @@
 -- One row per run: its metadata next to what was captured and logged (the report's run table).
 -- Kind: answer
+-- Partition: run
 --
 -- Parameters:
 --   runs   list of run names; NULL = every run

@@ -1,5 +1,6 @@
 -- Per-flow load in time bins: the "temporal flow" picture of Fig. 6.
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: the notebook's temporal_flow.json, frame.len per directed TCP 4-tuple in 10 s bins,
 -- flows numbered in sorted 4-tuple order and coloured by bytes / max bytes. Fixed here: the bins

@@ -1,5 +1,6 @@
 -- Mean throughput of a run over a window, with a 95% confidence interval (Table I).
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: the notebook took bytes_per_sec (all traffic per 1 ms) ×8/1e6, summed per second
 -- /1000 to Gbit/s, took seconds [200:300] and reported m ± 1.96·std/10. Fixed here: the interval

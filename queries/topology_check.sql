@@ -1,5 +1,6 @@
 -- Measured flow matrix next to the one predicted for the run's collective and topology.
 -- Kind: answer
+-- Partition: run
 --
 -- Prediction (gradient bytes M per step, N workers; rank r = worker W(r+1), ranks in address order):
 --   nccl_ring    NCCL's own rings, from its logs (nccl_edges, kind ring): each rank sends to the next

@@ -1,11 +1,14 @@
 -- Training duration per run from its training log, normalized to the 0%-loss run of the same configuration (Fig. 10).
 -- Kind: answer
+-- Partition: none
 --
 -- Semantics: the notebook computed (Timestamp.max − Timestamp.min)/60 over train_history.log and
 -- divided by the minimum over the plotted runs. Fixed here: each run is divided by the mean
 -- duration of the runs with loss_pct = 0 that share its configuration (framework, model,
 -- optimizer, batch_size, backend, topology, n_workers), looked up among all runs of the catalog,
 -- so a faster lossy run cannot become the baseline and no baseline means NULL, not a guess.
+-- Not split by run on a Dask cluster (`Partition: none`): a run's baseline comes from other runs,
+-- so `query --scheduler` runs it where the catalog is read (it reads only the small tables).
 -- Durations come from integer-ns log timestamps (worker 0's clock).
 --
 -- Parameters:

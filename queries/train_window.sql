@@ -1,5 +1,6 @@
 -- The training window of each run: first and last logged Batch step, and the steps between them.
 -- Kind: building block
+-- Partition: run
 --
 -- Shared by the per-step views (`data_per_step`, `topology_check`): traffic counted "per step" is
 -- the traffic sent after the first logged step and up to the last one, divided by the steps between

@@ -1,5 +1,6 @@
 -- Every ordered pair of distinct workers of a run, with the integer key the hot views group by.
 -- Kind: building block
+-- Partition: run
 --
 -- Why: grouping 100 M packets by a run name and two address strings is the slowest part of a link
 -- view. The views group by one integer instead,

@@ -67,6 +67,23 @@ def sample_dataset() -> Path:
 
 
 @pytest.fixture(scope="session")
+def corpus_dataset(
+    corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, list[dict], object]:
+    """Every file of ../shared/corpus ingested once per test session (one run per file):
+    (dataset, MANIFEST.csv's rows, the ingest summary)."""
+    import csv
+
+    from tracecore.ingest import ingest
+
+    with open(corpus_dir / "MANIFEST.csv", encoding="utf-8", newline="") as fh:
+        manifest = list(csv.DictReader(fh))
+    out = tmp_path_factory.mktemp("corpus") / "data"
+    summary = ingest([corpus_dir / m["file"] for m in manifest], out, jobs=1)
+    return out, manifest, summary
+
+
+@pytest.fixture(scope="session")
 def con(sample_dataset: Path):
     """One read-only DuckDB connection to the session's sample dataset, shared by the view tests."""
     from tracecore.ingest import open_catalog

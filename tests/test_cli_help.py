@@ -166,8 +166,12 @@ def test_query_describe_shows_defaults_and_units() -> None:
     assert result.exit_code == 0
     lines = result.output.splitlines()
     assert lines[0].startswith("link_util (answer): Per directed worker pair: bytes and Gbit/s")
-    assert lines[1] == "Parameters (bin_ns := 10000000, runs := NULL, from_ns := NULL, to_ns := NULL):"
-    assert lines[2].split() == [
+    assert lines[1] == (
+        "On a Dask cluster (--scheduler): split by run: parts of a few runs on the workers, "
+        "joined here in run order"
+    )
+    assert lines[2] == "Parameters (bin_ns := 10000000, runs := NULL, from_ns := NULL, to_ns := NULL):"
+    assert lines[3].split() == [
         "bin_ns",
         "bin",
         "width,",
@@ -186,7 +190,9 @@ def test_query_describe_shows_defaults_and_units() -> None:
         "µs",
         "works)",
     ]
-    assert lines[6] == "Columns:"
+    assert lines[7] == "Columns:"
     assert lines[-1].split() == ["gbps", "bytes·8", "/", "bin_ns,", "Gbit/s"]
     plain = runner.invoke(app, ["query", "run_meta", "--describe"]).output.splitlines()
-    assert plain[1:3] == ["Parameters: none", "Columns:"]
+    assert plain[2:4] == ["Parameters: none", "Columns:"]
+    across = runner.invoke(app, ["query", "train_duration", "--describe"]).output.splitlines()
+    assert across[1] == "On a Dask cluster (--scheduler): not split (it needs every run at once): runs here"

@@ -5,10 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import pytest
-
 from tracecore.errors import CaptureError
-from tracecore.ingest import ingest, open_catalog
+from tracecore.ingest import open_catalog
 from tracecore.ingest.discover import worker_key
 from tracecore.reader import CaptureReader
 
@@ -29,17 +27,6 @@ def _tshark(tsv: Path) -> tuple[int, int]:
     with open(tsv, encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t"))
     return len(rows), sum(int(r["frame.len"]) for r in rows)
-
-
-@pytest.fixture(scope="module")
-def corpus_dataset(
-    corpus_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Path, list[dict], object]:
-    with open(corpus_dir / "MANIFEST.csv", encoding="utf-8", newline="") as fh:
-        manifest = list(csv.DictReader(fh))
-    out = tmp_path_factory.mktemp("corpus") / "data"
-    summary = ingest([corpus_dir / m["file"] for m in manifest], out, jobs=1)
-    return out, manifest, summary
 
 
 # Files whose stored (packets, sum of frame_len) differ from tshark's reading on purpose:

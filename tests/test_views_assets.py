@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tracecore import query, views
+from tracecore import partition, query, views
 from tracecore.errors import UsageError
 
 BUILDING_BLOCKS = (
@@ -127,3 +127,120 @@ def test_a_file_without_a_kind_line_is_an_error(tmp_path: Path) -> None:
     folder = write_views(tmp_path, {"bare": "SELECT 1 AS n"}, kind=None)
     with pytest.raises(UsageError, match=r"bare\.sql: header needs a line '-- Kind: answer'"):
         folder.kind("bare")
+
+
+def test_every_view_declares_how_it_splits_by_run() -> None:
+    """Each file says `-- Partition: run` or `-- Partition: none` (a new view without one fails here),
+    and the rules that make a split exact hold (partition.check)."""
+    rules = {name: partition.rules(name) for name in views.view_names()}
+    assert {n for n, r in rules.items() if not r.by_run} == {"train_duration"}  # baselines: other runs
+    assert {n: r.combines for n, r in rules.items() if r.combines} == {"flow_matrix_mean": "flow_matrix"}
+    shipped = views.installed_views()
+    assert partition.order_keys(shipped, "flow_matrix")[:2] == ["a.run", "src_worker NULLS LAST"]
+    assert partition.order_keys(shipped, "link_series") == []  # unordered rows
+    assert partition.order_keys(shipped, "train_duration")[0] == "d.framework"
+
+
+def _folder(tmp_path: Path, files: dict[str, tuple[str, str]]) -> views.ViewFolder:
+    """A queries folder of `name: (extra header lines, SQL body)`, each with a purpose and a kind."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    for name, (header, body) in files.items():
+        text = f"-- The {name} view.\n-- Kind: answer\n{header}--\n{body}\n"
+        (tmp_path / f"{name}.sql").write_text(text, encoding="utf-8")
+    return views.ViewFolder(tmp_path)
+
+
+PER_RUN = "CREATE OR REPLACE MACRO base(runs := NULL) AS TABLE SELECT 'r' AS run, 1 AS n ORDER BY run;"
+
+
+@pytest.mark.parametrize(
+    ("header", "body", "error"),
+    [
+        ("", PER_RUN, r"header needs a line '-- Partition: run' .* got None"),
+        ("-- Partition: runs\n", PER_RUN, r"header needs a line '-- Partition: run' .* got 'runs'"),
+        ("-- Partition: Run\n", PER_RUN, r"got 'Run'"),
+        (
+            "-- Partition: run\n",
+            "CREATE OR REPLACE MACRO base(runs := NULL) AS TABLE\n"
+            "SELECT run, n FROM (SELECT 'r' AS run, 1 AS n ORDER BY run) ORDER BY n, run;",
+            r"orders them by run first .* got ORDER BY n, run",
+        ),
+    ],
+)
+def test_a_bad_partition_line_names_the_file(tmp_path: Path, header: str, body: str, error: str) -> None:
+    folder = _folder(tmp_path, {"base": (header, body)})
+    with pytest.raises(UsageError, match=error) as err:
+        partition.check(folder, "base")
+    assert str(err.value).startswith(f"{tmp_path / 'base.sql'}: ")
+
+
+def test_run_first_orders_and_unordered_views_split(tmp_path: Path) -> None:
+    folder = _folder(
+        tmp_path,
+        {
+            "base": ("-- Partition: run\n", PER_RUN.replace("ORDER BY run", "ORDER BY b.run DESC, n")),
+            "plain": ("-- Partition: run\n", "CREATE OR REPLACE VIEW plain AS SELECT 'r' AS run;"),
+            "across": ("-- Partition: none\n", "CREATE OR REPLACE VIEW across AS SELECT 1 AS n ORDER BY n;"),
+        },
+    )
+    assert partition.check(folder, "base") == partition.Partitioning(by_run=True)
+    assert partition.check(folder, "plain") == partition.Partitioning(by_run=True)
+    assert partition.check(folder, "across") == partition.Partitioning(by_run=False)
+
+
+COMBINING = "CREATE OR REPLACE MACRO top(runs := NULL) AS TABLE SELECT sum(n) AS n FROM base(runs := runs);"
+
+
+@pytest.mark.parametrize(
+    ("header", "body", "error"),
+    [
+        ("-- Partition: run\n-- Combine: base\n", COMBINING, None),
+        ("-- Partition: none\n-- Combine: base\n", COMBINING, r"'Combine: base' needs '-- Partition: run'"),
+        (
+            "-- Partition: run\n-- Combine: nothing\n",
+            COMBINING,
+            r"reads only the view it combines \(nothing\)",
+        ),
+        (
+            "-- Partition: run\n-- Combine: base\n",
+            COMBINING.replace("FROM base", "FROM other, base"),
+            r"reads only the view it combines \(base\); it reads base, other",
+        ),
+        (
+            "-- Partition: run\n-- Combine: base\n",
+            COMBINING.replace("base(runs := runs)", "base(runs := ['r'])"),
+            r"calls it with each passed through",
+        ),
+        (
+            "-- Partition: run\n-- Combine: base\n",
+            COMBINING.replace("top(runs := NULL)", "top(runs := NULL, k := 1)"),
+            r"has the parameters of base \(runs\)",
+        ),
+        (
+            "-- Partition: run\n-- Combine: across\n",
+            COMBINING.replace("base", "across"),
+            r"combines across, which",
+        ),
+    ],
+)
+def test_a_combining_view_follows_the_rules(
+    tmp_path: Path, header: str, body: str, error: str | None
+) -> None:
+    folder = _folder(
+        tmp_path,
+        {
+            "top": (header, body),
+            "base": ("-- Partition: run\n", PER_RUN),
+            "other": ("-- Partition: run\n", "CREATE OR REPLACE VIEW other AS SELECT 'r' AS run;"),
+            "across": (
+                "-- Partition: none\n",
+                "CREATE OR REPLACE MACRO across(runs := NULL) AS TABLE SELECT 1 AS n;",
+            ),
+        },
+    )
+    if error is None:
+        assert partition.check(folder, "top") == partition.Partitioning(by_run=True, combines="base")
+        return
+    with pytest.raises(UsageError, match=error) as err:
+        partition.check(folder, "top")
+    assert str(err.value).startswith(f"{tmp_path / 'top.sql'}: ")

@@ -11,22 +11,24 @@ Values travel as prepared-statement parameters, never spliced into SQL text.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
-from dataclasses import dataclass
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import pyarrow as pa
 
 from tracecore import views
-from tracecore.errors import UsageError
+from tracecore.errors import DatasetError, UsageError
+from tracecore.views import ViewParam, view_params
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import duckdb
+
+    from tracecore.partition import PartTask
 
 T = TypeVar("T")
 
@@ -42,9 +44,6 @@ _UNITS_NS = {
     "h": 3_600_000_000_000,
 }
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-zµμ]*)\s*$", re.IGNORECASE)
-_MACRO = re.compile(
-    r"CREATE\s+OR\s+REPLACE\s+MACRO\s+(\w+)\s*\((.*?)\)\s*AS\s+TABLE", re.IGNORECASE | re.DOTALL
-)
 
 
 def parse_duration_ns(text: str, bare_unit: str = "s") -> int:
@@ -59,42 +58,6 @@ def parse_duration_ns(text: str, bare_unit: str = "s") -> int:
     if not math.isfinite(value) or value < 0:
         raise UsageError(f"duration {text!r} must be a finite, non-negative time")
     return round(value)
-
-
-@dataclass(frozen=True)
-class ViewParam:
-    """One parameter of a view's macro: its name and its default as written in the SQL."""
-
-    name: str
-    default: str
-
-
-@functools.cache
-def view_params(name: str) -> tuple[ViewParam, ...]:
-    """The macro parameters of a view, in declaration order; () for a plain view."""
-    match = _MACRO.search(views.view_sql(name))
-    if not match:
-        return ()
-    params = []
-    for part in _split_top_level(match.group(2)):
-        key, _, default = part.partition(":=")
-        params.append(ViewParam(key.strip(), default.strip()))
-    return tuple(params)
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split a parameter list on commas outside brackets (defaults may be lists)."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
 
 
 def known_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -328,6 +291,7 @@ class ViewDescription(NamedTuple):
     params: tuple[ViewParam, ...]  # the macro's parameters with their defaults as written
     parameters: tuple[str, ...]  # the header's `Parameters:` lines (meanings, units)
     columns: tuple[str, ...]  # the header's `Columns:` lines (meanings, units)
+    on_cluster: str  # what `--scheduler` does with it, from the header's `Partition:` line
 
 
 def describe_view(name: str) -> ViewDescription:
@@ -339,7 +303,19 @@ def describe_view(name: str) -> ViewDescription:
         view_params(name),
         views.view_header_section(name, "Parameters"),
         views.view_header_section(name, "Columns"),
+        _on_cluster_text(name),
     )
+
+
+def _on_cluster_text(name: str) -> str:
+    from tracecore import partition
+
+    rule = partition.rules(name)
+    if rule.combines is not None:
+        return f"split by run: the workers compute {rule.combines} per run, combined here"
+    if rule.by_run:
+        return "split by run: parts of a few runs on the workers, joined here in run order"
+    return "not split (it needs every run at once): runs here"
 
 
 def request_params(
@@ -372,10 +348,99 @@ def request_params(
 
 
 def query_dataset(
-    data_dir: Path, name: str, runs: list[str] | None = None, params: dict[str, Any] | None = None
+    data_dir: Path,
+    name: str,
+    runs: list[str] | None = None,
+    params: dict[str, Any] | None = None,
+    *,
+    scheduler: str | None = None,
+    part_packets: int | None = None,
 ) -> pa.Table:
-    """Run view `name` over the dataset at `data_dir`, opened read-only for this one query."""
-    return with_dataset(data_dir, lambda con: run_view(con, name, runs=runs, params=params))
+    """Run view `name` over the dataset at `data_dir`, opened read-only for this one query.
+
+    `scheduler` (a Dask scheduler's address, e.g. tcp://host:8786): a view split by run (its header
+    says `Partition: run`) runs in parts of consecutive runs on that cluster's workers, each opening
+    the dataset at the same path, and the parts are joined here into the local result; a view that
+    needs every run at once (`Partition: none`) runs here. `part_packets`: a part takes runs until it
+    holds that many packets (default `partition.PART_PACKETS`; 0: one run per part).
+    """
+    if scheduler is None:
+        return with_dataset(data_dir, lambda con: run_view(con, name, runs=runs, params=params))
+    return _on_cluster(Path(data_dir).absolute(), name, runs, params or {}, scheduler, part_packets)
+
+
+def _on_cluster(
+    data_dir: Path,
+    name: str,
+    runs: list[str] | None,
+    params: dict[str, Any],
+    scheduler: str,
+    part_packets: int | None,
+) -> pa.Table:
+    """`query_dataset` with a scheduler: checked and planned here, parts on the cluster, joined here."""
+    from tracecore import partition
+
+    views.view_sql(name)  # unknown names: a message listing the views
+    rule = partition.rules(name)
+
+    def plan(con: duckdb.DuckDBPyConnection) -> pa.Table | tuple[list[partition.PartTask], list[int]]:
+        chosen = check_runs(con, runs) or known_runs(con)
+        _, values = build_call(name, chosen, params)  # bad parameters fail before the cluster is asked
+        check_size(con, name, values)
+        if not rule.by_run or not chosen:  # needs every run at once (or there is none): here
+            return run_view(con, name, runs=runs, params=params)
+        rows = con.execute("SELECT run, sum(packets)::BIGINT FROM workers GROUP BY run").fetchall()
+        packets = {run: n or 0 for run, n in rows}
+        groups = partition.plan_parts(
+            chosen, packets, partition.PART_PACKETS if part_packets is None else part_packets
+        )
+        view, state = rule.combines or name, catalog_state(con)
+        tasks = [partition.PartTask(str(data_dir), view, tuple(g), params, state) for g in groups]
+        return tasks, [sum(packets.get(r, 0) for r in g) for g in groups]
+
+    planned = with_dataset(data_dir, plan)
+    if isinstance(planned, pa.Table):
+        return planned
+    from tracecore.cluster import run_on_cluster  # imports `distributed`: only when asked
+
+    tasks, sizes = planned
+    parts = pa.concat_tables(run_on_cluster(scheduler, run_part, tasks, sizes))
+    if rule.combines is None:
+        return parts
+    sql, values = build_call(name, runs and list(dict.fromkeys(runs)), params)
+    con = partition.combining_connection(name, parts)
+    try:
+        return run_sql(con, sql, values)
+    finally:
+        con.close()
+
+
+def run_part(task: PartTask) -> pa.Table:
+    """One part of a query split by run, on a Dask worker: the same locked-down connection and the
+    same call as a local query, over the part's runs. Refused when the dataset there is not the
+    commit the query was planned on, so parts of two commits are never joined."""
+
+    from tracecore.ingest import testpause
+
+    def work(con: duckdb.DuckDBPyConnection) -> pa.Table:
+        testpause.pause("query")
+        if catalog_state(con) != task.state:
+            raise DatasetError(
+                f"{task.data_dir} is not the dataset the query was planned on (an ingest committed "
+                "meanwhile, or the folder is not one shared by the driver and the workers); run it again"
+            )
+        return run_view(con, task.view, runs=list(task.runs), params=task.params)
+
+    try:
+        return with_dataset(Path(task.data_dir), work)
+    except DatasetError as err:
+        raise DatasetError(f"on Dask worker host {socket.gethostname()}: {err}") from err
+
+
+def catalog_state(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The catalog's commit record (`_meta.state`: a generation and digests); None if it has none."""
+    rows = con.execute("SELECT value FROM _meta WHERE key = 'state'").fetchall()
+    return rows[0][0] if rows else None
 
 
 def sql_dataset(data_dir: Path, sql: str, *, unsafe: bool = False) -> pa.Table:

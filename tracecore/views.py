@@ -16,6 +16,13 @@ a column the body reads unqualified. A file without a macro (e.g. `run_meta`) is
 `Kind: answer` marks a view a user asks for (a figure, a table of the paper); `Kind: building block`
 marks one that exists to be used by other views (`run_bounds`, `packets_window`, …). A file names
 the views it uses in its SQL; they are installed first (stdlib graphlib orders them).
+
+`Partition: run` says the view's rows for a set of runs are the rows it gives for each run alone,
+in run order: `tracecore query --scheduler` runs it per run on a Dask cluster and concatenates.
+`Partition: none` says it needs every run at once (e.g. a baseline looked up among other runs); it
+then runs where the catalog is read. A `Combine: VIEW` line under `Partition: run` says the workers
+compute VIEW per run and this file's SQL then combines their rows on the driver (`flow_matrix_mean`
+over `flow_matrix`). `check_partition` holds the rules that make either exact.
 """
 
 from __future__ import annotations
@@ -39,8 +46,13 @@ ANSWER = "answer"
 BUILDING_BLOCK = "building block"
 KINDS = (ANSWER, BUILDING_BLOCK)
 
+PARTITIONS = ("run", "none")
+
 _HEADER_LINE = re.compile(r"^--\s?(.*)$")
-_KIND_LINE = re.compile(r"^--\s*Kind:\s*(.*?)\s*$", re.MULTILINE)
+_HEADER_KEY = re.compile(r"^([A-Z][A-Za-z]*):\s*(.*?)\s*$")  # "Kind: answer", "Partition: run"
+_MACRO = re.compile(
+    r"CREATE\s+OR\s+REPLACE\s+MACRO\s+(\w+)\s*\((.*?)\)\s*AS\s+TABLE", re.IGNORECASE | re.DOTALL
+)
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
 _STRING_LITERAL = re.compile(r"'(?:[^']|'')*'")
 
@@ -54,6 +66,29 @@ def queries_dir() -> Traversable | Path:
     if checkout.is_dir():
         return checkout
     raise UsageError("no queries/ folder found next to the tracecore package; the install is broken")
+
+
+@dataclass(frozen=True)
+class ViewParam:
+    """One parameter of a view's macro: its name and its default as written in the SQL."""
+
+    name: str
+    default: str
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split on `sep` outside brackets (defaults may be lists, keys may be calls); blanks dropped."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == sep and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
 
 
 @dataclass(frozen=True)
@@ -84,10 +119,20 @@ class ViewFolder:
         """The file a view comes from, as error messages name it."""
         return str(self.root.joinpath(f"{name}.sql"))
 
+    def header_value(self, name: str, key: str) -> str | None:
+        """The value of the header line `-- Key: value` (the comment lines before the SQL); None if absent."""
+        for line in self.sql(name).splitlines():
+            match = _HEADER_LINE.match(line.strip())
+            if match is None:
+                return None
+            pair = _HEADER_KEY.match(match.group(1))
+            if pair and pair.group(1) == key:
+                return pair.group(2)
+        return None
+
     def kind(self, name: str) -> str:
         """`answer` or `building block`, from the file's `-- Kind:` header line (required)."""
-        match = _KIND_LINE.search(self.sql(name))
-        kind = match.group(1) if match else None
+        kind = self.header_value(name, "Kind")
         if kind not in KINDS:
             raise UsageError(
                 f"{self.file(name)}: header needs a line '-- Kind: answer' or '-- Kind: building block', "
@@ -95,11 +140,27 @@ class ViewFolder:
             )
         return kind
 
+    def code(self, name: str) -> str:
+        """The file's SQL with comments removed and string literals emptied: what names and clauses
+        are read from."""
+        code = "\n".join(line.split("--", 1)[0] for line in self.sql(name).splitlines())
+        return _STRING_LITERAL.sub("''", code)
+
     def references(self, name: str) -> frozenset[str]:
         """The other views this file's SQL names (comments and string literals left out)."""
-        code = "\n".join(line.split("--", 1)[0] for line in self.sql(name).splitlines())
-        words = set(_IDENTIFIER.findall(_STRING_LITERAL.sub("''", code)))
+        words = set(_IDENTIFIER.findall(self.code(name)))
         return frozenset(words & set(self.names) - {name})
+
+    def params(self, name: str) -> tuple[ViewParam, ...]:
+        """The macro parameters of a view, in declaration order; () for a plain view."""
+        match = _MACRO.search(self.sql(name))
+        if not match:
+            return ()
+        params = []
+        for part in split_top_level(match.group(2)):
+            key, _, default = part.partition(":=")
+            params.append(ViewParam(key.strip(), default.strip()))
+        return tuple(params)
 
     @functools.cached_property
     def install_order(self) -> tuple[str, ...]:
@@ -139,6 +200,11 @@ def view_names() -> tuple[str, ...]:
 def view_sql(name: str) -> str:
     """The SQL text of one view; unknown names get a message listing what exists."""
     return installed_views().sql(name)
+
+
+def view_params(name: str) -> tuple[ViewParam, ...]:
+    """The macro parameters of a view, in declaration order; () for a plain view."""
+    return installed_views().params(name)
 
 
 def view_kind(name: str) -> str:

@@ -8,7 +8,8 @@ and read a cancel from a Dask `Event` named after the ingest. Dask runs a task a
 attempt stages into a folder of its own and the commit takes only the parts of the returned result; a
 capture whose attempts keep killing workers (`KilledWorker`, after `allowed-failures`) becomes a failed
 capture. The dataset folder must be on a filesystem every worker and the driver see (rename is atomic
-only within one). This module imports `distributed`; only `ingest(..., scheduler=...)` imports it.
+only within one). This module imports `distributed`; only `ingest(..., scheduler=...)` imports it. The
+client and its checks are `tracecore/cluster.py`'s, shared with queries.
 
 Test hook: a worker process started with `TRACECORE_TEST_PAUSE_AT=reading` pauses in its first capture
 after the first batch (testpause.py), so a test can SIGKILL it mid-task.
@@ -23,17 +24,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 
+from tracecore.cluster import check_workers, connect
 from tracecore.errors import ClusterError
 from tracecore.ingest import testpause
 from tracecore.ingest.control import IngestControl
 from tracecore.ingest.executor import POLL_S, results_from
 from tracecore.ingest.writer import CaptureResult, CaptureTask
-from tracecore.schema import SCHEMA_VERSION
-from tracecore.version import __version__
 
 try:
-    import dask.config
-    import dask.utils
     import distributed
 except ImportError as err:  # pragma: no cover - the error names the extra to install
     raise ClusterError("--scheduler needs Dask distributed: pip install 'tracecore[dask]'") from err
@@ -77,41 +75,6 @@ def lost_capture(err: BaseException) -> str | None:
         times = f"{allowed + 1} time(s)" if allowed is not None else "too often"
         return f"the Dask workers reading it died {times}; not retried: check the workers' memory and logs"
     return None
-
-
-def connect(scheduler: str) -> distributed.Client:
-    """A client of the scheduler at `scheduler`, or a ClusterError in one line after Dask's
-    `distributed.comm.timeouts.connect` (30 s; e.g. DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=5s)."""
-    try:
-        return distributed.Client(scheduler, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as err:
-        raise ClusterError(f"cannot reach the Dask scheduler at {scheduler}: {err}") from err
-
-
-def worker_versions() -> tuple[str, int]:
-    """(tracecore version, schema version) of the process it runs in: a worker's, via `Client.run`."""
-    return __version__, SCHEMA_VERSION
-
-
-def check_workers(client: distributed.Client, scheduler: str) -> None:
-    """Refuse a cluster without workers (none within Dask's connect timeout) or whose workers run
-    another tracecore: their parts would carry another format than the catalog this driver writes."""
-    try:
-        wait_s = dask.utils.parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
-        client.wait_for_workers(1, timeout=wait_s)
-        versions = client.run(worker_versions)
-    except TimeoutError as err:
-        raise ClusterError(f"the Dask scheduler at {scheduler} has no workers") from err
-    except Exception as err:  # a worker cannot unpickle tracecore's function: not installed there
-        raise ClusterError(f"the Dask workers of {scheduler} cannot run tracecore: {err}") from err
-    wrong = sorted(
-        f"{w} ({v[0]}, schema {v[1]})" for w, v in versions.items() if tuple(v) != worker_versions()
-    )
-    if wrong:
-        raise ClusterError(
-            f"Dask workers run another tracecore than this one ({__version__}, schema {SCHEMA_VERSION}): "
-            + ", ".join(wrong)
-        )
 
 
 def on_cluster(

@@ -12,6 +12,9 @@ Phases, in the order an ingest reaches them:
 - `draft`: the new catalog is complete and durable at its temporary name, not yet renamed;
 - `committed`: the new catalog is renamed into place (the commit point); `tables/` not yet exported;
 - `deleting`: the first of the files only the old catalog used is deleted, the others not yet.
+
+And one phase of a query split by run (`QUERY_PHASES`, not an ingest's): `query`: a part of the query
+has opened the dataset on a Dask worker (`query.run_part`), so a test can interrupt the driver then.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import time
 from pathlib import Path
 
 PHASES = ("reading", "placed", "draft", "committed", "deleting")
+QUERY_PHASES = ("query",)
 SLEEP_S = 300.0
 
 _AT = os.environ.get("TRACECORE_TEST_PAUSE_AT") or None
-if _AT is not None and _AT not in PHASES:
-    raise ValueError(f"TRACECORE_TEST_PAUSE_AT={_AT!r}: not one of {', '.join(PHASES)}")
+if _AT is not None and _AT not in PHASES + QUERY_PHASES:
+    raise ValueError(f"TRACECORE_TEST_PAUSE_AT={_AT!r}: not one of {', '.join(PHASES + QUERY_PHASES)}")
 _fired: set[str] = set()
 
 
