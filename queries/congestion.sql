@@ -1,5 +1,6 @@
 -- ECN-CE marks and CNPs per directed worker link and time bin, beside its bytes: DCQCN at work.
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: `link_util`'s series (one per directed worker pair with traffic; contiguous, zero-filled
 -- bins aligned to multiples of bin_ns since the Unix epoch; bytes are frame_len), each bin with the

@@ -1,5 +1,6 @@
 -- NCCL's declared communication graph per run: the directed rank-to-rank edges its logs name, on workers.
 -- Kind: building block
+-- Partition: run
 --
 -- Edges (each once per run, communicator, kind, channel and direction):
 --   ring        rank → next and prev → rank of every `Ring CC : prev -> rank -> next` line, and of

@@ -1,5 +1,6 @@
 -- Each NCCL rank of a run (one row per rank's log and communicator) with the captured worker it ran on.
 -- Kind: building block
+-- Partition: run
 --
 -- A rank's log (table nccl_ranks) is paired with a worker two ways:
 --   by name     ingest fills nccl_ranks.worker when the log is named `worker-<i>-…`, like the

@@ -1,5 +1,6 @@
 -- NCCL's declared communication graph beside the one measured on the wire, edge by edge and QP by QP.
 -- Kind: answer
+-- Partition: run
 --
 -- Runs with NCCL logs only (table nccl_ranks). Declared edges come from nccl_edges (ranks on workers
 -- via nccl_rank_workers). A measured edge is a directed worker pair with RDMA data: an RC/UC flow

@@ -1,5 +1,6 @@
 -- Per run and directed RDMA flow (src, dst, destination QP): volume, operation mix, PSN sequence, congestion marks.
 -- Kind: answer
+-- Partition: run
 --
 -- Semantics: a flow is every RoCE packet (rdma_opcode not NULL: RoCEv2, RoCE v1, IPoIB-side) of a run
 -- with one (src_ip, dst_ip, rdma_dest_qp), the unit a QP-level summary of tshark counts; RoCE v1 and

@@ -1,6 +1,7 @@
 """`query --scheduler` (issue 15, acceptance 1 for queries): every view split by run gives, through a
 `LocalCluster` of 2 worker processes and through `dask scheduler` + 2 `dask worker` processes over
-TCP, exactly the local result (rows, order, Arrow types) on the sample dataset and the corpus dataset;
+TCP, exactly the local result (rows, order, Arrow types) on the sample dataset and the corpus dataset
+(the local cluster also on the RoCE runs of ../shared/corpus-rdma and an NCCL run with its logs);
 views that need every run at once run on the driver; the errors of a split query.
 
 Each cluster starts once per module. Parts are made small on purpose (`part_packets`), so every query
@@ -62,8 +63,20 @@ def tcp_cluster(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def datasets(sample_dataset: Path, corpus_dataset: tuple) -> dict[str, tuple[Path, list[str] | None, int]]:
+def datasets(
+    sample_dataset: Path, corpus_dataset: tuple, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Path, list[str] | None, int]]:
     """name → (dataset, the runs to ask for (None: all), packets per part: several parts each)."""
+    from tests.rdma_corpus import rdma_dataset
+    from tests.test_views_nccl import RING, ROTATED, nccl_run_folder
+    from tracecore.ingest import ingest
+
+    nccl = tmp_path_factory.mktemp("nccl")  # NCCL logs beside RoCE captures: the nccl_* views have rows
+    nccl_run_folder(nccl / "runs", RING, {0: 0, 1: 1, 2: 2})
+    nccl_run_folder(nccl / "runs", ROTATED, {0: 1, 1: 2, 2: 0})
+    summary = ingest([nccl / "runs"], nccl / "data", jobs=1)
+    assert not summary.failed
+    assert not summary.problems, summary.problems
     corpus = corpus_dataset[0]
     short = with_dataset(
         corpus,
@@ -72,7 +85,12 @@ def datasets(sample_dataset: Path, corpus_dataset: tuple) -> dict[str, tuple[Pat
         ],
     )
     assert len(short) > 20
-    return {"sample": (sample_dataset, None, 0), "corpus": (corpus, short, 300)}
+    return {
+        "sample": (sample_dataset, None, 0),
+        "corpus": (corpus, short, 300),
+        "rdma": (rdma_dataset(), None, 0),
+        "nccl": (nccl / "data", None, 0),
+    }
 
 
 @functools.cache
@@ -122,7 +140,7 @@ def _differences(data: Path, runs: list[str] | None, part_packets: int, schedule
     return wrong
 
 
-@pytest.mark.parametrize("name", ["sample", "corpus"])
+@pytest.mark.parametrize("name", ["sample", "corpus", "rdma", "nccl"])
 def test_a_local_cluster_gives_the_local_result_for_every_view_split_by_run(
     local_cluster, datasets, name
 ) -> None:
