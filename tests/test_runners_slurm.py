@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 from bench._deps import ensure_torch
 from tests.conftest import netns_made_by
 from tests.slurm_cluster import SlurmCluster, missing_tools, slurm_cluster
-from tests.test_runners_launchers import RunnerSnapshot
 from tests.test_runners_ssh import HOSTILE, _toml, write
 
 runner = CliRunner()
@@ -349,11 +348,6 @@ def test_a_run_folder_under_a_backslash_is_refused(tmp_path: Path) -> None:
         f"Error: {out}/{NAME}.partial: the slurm backend cannot write its job output under a path holding"
         " a backslash (Slurm reads it as an escape): choose another experiment.out\n"
     )
-
-
-@pytest.fixture
-def snapshot_runner(snapshot):
-    return snapshot.use_extension(RunnerSnapshot)
 
 
 def test_dry_run_prints_the_exact_batch_script(tmp_path: Path, snapshot_runner) -> None:
