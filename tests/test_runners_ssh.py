@@ -330,9 +330,12 @@ def test_dead_man_switch_ends_orphans_and_the_loss_rule(tmp_path: Path) -> None:
         assert not any(_group_alive(hosts, i, g) for i, g in enumerate(orphans))
 
 
-# how rank 0 begins: `training` pings rank 1 (the test sends SIGTERM once both ranks run)
+# how rank 0 begins: `training` pings rank 1 (the test sends SIGTERM once both ranks run); `starting`
+# sends SIGTERM to the runner itself (its pid is in the run folder's owner file) while the runner still
+# waits for that start to be confirmed
 BEGIN = {
     "training": 'ping -c 3 -i 0.2 -W 1 "$1" >/dev/null',
+    "starting": '[ "$0" = 1 ] || kill -s TERM "$(cut -d " " -f 2 .tracecore/runner)"',
 }
 
 
