@@ -31,9 +31,9 @@ def boundary(func: F) -> F:
         except TracecoreError as err:
             typer.echo(f"Error: {err}", err=True)
             raise typer.Exit(err.exit_code) from None
-        except KeyboardInterrupt as err:  # an Interrupted says what state it left
+        except KeyboardInterrupt as err:  # an Interrupted says what state it left, and its exit code
             typer.echo(str(err) or "Interrupted; nothing half-written was kept.", err=True)
-            raise typer.Exit(ExitCode.INTERRUPTED) from None
+            raise typer.Exit(getattr(err, "exit_code", ExitCode.INTERRUPTED)) from None
         except BrokenPipeError:
             # `tracecore read x.pcap | head`: the reader went away, which is not an error.
             sys.stderr.close()

@@ -3,9 +3,10 @@
 Why here: the per-run lifecycle is the same on every backend, so it is written once against
 `tracecore.runners.backend.Backend`: capture on (confirmed), loss on, launch on every host, wait
 (first failure or the timeout stops the rest), capture off with its drop counts, loss off, collect,
-a capture sanity check, `run.toml`; the backend's `cleanup` runs whatever happened (also on Ctrl-C
-and SIGTERM). A run is staged in `<out>/<name>.partial/` and renamed to `<out>/<name>/` when it
-succeeded, or moved to `<out>/_failed/<name>-<UTC time>/` (never ingested) when it did not.
+a capture sanity check, `run.toml`; the backend's `cleanup` runs whatever happened (also on Ctrl-C,
+SIGTERM and SIGHUP, which unwind alike while hosts are driven: `tracecore.runners.signals`). A run is
+staged in `<out>/<name>.partial/` and renamed to `<out>/<name>/` when it succeeded, or moved to
+`<out>/_failed/<name>-<UTC time>/` (never ingested) when it did not.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import datetime
 import json
 import platform
 import shlex
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,9 +27,10 @@ from tracecore.runners.experiment import Experiment, ExperimentError, RunSpec, l
 from tracecore.runners.launchers import DDP_META, HostCommand, host_commands
 from tracecore.runners.loss import choose_method
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
+from tracecore.runners.signals import as_interrupts
 
 from tracecore import __version__
-from tracecore.errors import ExitCode, Interrupted, TracecoreError
+from tracecore.errors import ExitCode, Interrupted, Terminated, TracecoreError
 from tracecore.ingest.runname import format_loss
 
 IDLE_HEAD_S = 0.3  # capture before training starts, so the first packets are never missed
@@ -159,7 +162,27 @@ def run_experiment(
         )
     for spec in exp.runs:  # every launcher template checked before anything starts
         plan(exp, backend, spec, out_root / spec.name)
-    say = progress or (lambda _msg: None)
+    # SIGTERM/SIGHUP unwind like Ctrl-C while hosts are driven; not during the ingest after, whose
+    # commit holds off only Ctrl-C (a signal's default end is a crash the next ingest recovers from)
+    with as_interrupts():
+        result = _run_all(exp, backend, complete, out_root, progress or (lambda _msg: None), trust)
+    ok = [o for o in result.outcomes if o.status in ("ok", "skipped")]
+    if (exp.settings.ingest if ingest is None else ingest) and ok:
+        from tracecore.ingest import ingest as run_ingest
+
+        result.ingested = run_ingest([o.folder for o in ok], exp.settings.data)
+    if result.failed:
+        names = ", ".join(o.name for o in result.failed)
+        raise RunsFailedError(
+            f"{len(result.failed)} of {len(exp.runs)} run(s) failed, kept in {out_root / '_failed'}: {names}"
+        )
+    return result
+
+
+def _run_all(
+    exp: Experiment, backend: Backend, complete: set[str], out_root: Path, say: Progress, trust: str | None
+) -> ExperimentResult:
+    """Every run not complete yet, in order, after --trust and the loss method's probe."""
     if trust:
         names = list(exp.backend.hosts) if trust == "all" else [n for n in trust.split(",") if n]
         for line in backend.trust(names):
@@ -183,16 +206,6 @@ def run_experiment(
                 + (f" ({outcome.reason})" if outcome.reason else "")
             )
             result.outcomes.append(outcome)
-    ok = [o for o in result.outcomes if o.status in ("ok", "skipped")]
-    if (exp.settings.ingest if ingest is None else ingest) and ok:
-        from tracecore.ingest import ingest as run_ingest
-
-        result.ingested = run_ingest([o.folder for o in ok], exp.settings.data)
-    if result.failed:
-        names = ", ".join(o.name for o in result.failed)
-        raise RunsFailedError(
-            f"{len(result.failed)} of {len(exp.runs)} run(s) failed, kept in {out_root / '_failed'}: {names}"
-        )
     return result
 
 
@@ -208,9 +221,13 @@ def _run_one(exp: Experiment, backend: Backend, spec: RunSpec, out_root: Path, s
             except TracecoreError as err:  # a host, a capture or the loss rule failed: this run only
                 record["result"].update(status="failed", reason=str(err))
                 raise RunFailedError(str(err)) from err
-            except KeyboardInterrupt:  # Ctrl-C: the backend's cleanup has run; the run is kept apart
-                record["result"].update(status="failed", reason="interrupted (Ctrl-C)")
-                raise Interrupted(f"Interrupted: run {spec.name} stopped, kept in {failed_to}") from None
+            except KeyboardInterrupt as err:  # Ctrl-C, SIGTERM, SIGHUP: cleaned up; the run is kept apart
+                sig = err.signal_name if isinstance(err, Terminated) else None
+                record["result"].update(status="failed", reason=f"interrupted ({sig or 'Ctrl-C'})")
+                said = f"Interrupted{f' by {sig}' if sig else ''}: run {spec.name} stopped"
+                left = record["result"].get("cleanup")  # what the cleanup could not undo
+                said += f", kept in {failed_to}" + (f"; {left}" if left else "")
+                raise Interrupted(said, getattr(err, "exit_code", ExitCode.INTERRUPTED)) from None
             finally:
                 record["result"]["end_unix"] = time.time()
                 record["result"]["duration_s"] = record["result"]["end_unix"] - started
@@ -275,7 +292,7 @@ def _lifecycle(
         for h in hosts:
             backend.collect(h, run_dir)
     finally:
-        backend.cleanup()
+        _cleanup(backend, record)
     by_host = {p.host.index: p.returncode for p in procs}
     record["hosts"] = [
         {
@@ -308,6 +325,18 @@ def _lifecycle(
     if lonely:
         raise RunFailedError(f"capture sanity: no traffic to or from another worker in {', '.join(lonely)}")
     record["result"]["status"] = "ok"
+
+
+def _cleanup(backend: Backend, record: dict) -> None:
+    """The backend's cleanup. During an interrupt its error goes into run.toml (`[result] cleanup`)
+    instead of replacing the interrupt, which would fail only this run and go on with the next."""
+    interrupt = sys.exception()
+    try:
+        backend.cleanup()
+    except TracecoreError as err:
+        if not isinstance(interrupt, KeyboardInterrupt):
+            raise
+        record["result"]["cleanup"] = str(err)
 
 
 def _absorb_ddp_meta(run_dir: Path, record: dict) -> None:

@@ -20,7 +20,7 @@ codes (`.tracecore/exit-codes`) and sends the captures and guards SIGUSR2 throug
 SIGTERM into SIGKILL), on which tcpdump writes its report and each guard deletes its rule.
 
 The runner: `sbatch --parsable` gives the job id; the state comes from `squeue`, else `scontrol`, else
-`sacct` when accounting works (it often does not). Ctrl-C or the timeout signals the script
+`sacct` when accounting works (it often does not). Ctrl-C, SIGTERM, SIGHUP or the timeout signals the script
 (`scancel --batch --signal=TERM`), then cancels the job if it has not ended. The run folder must be on
 a filesystem the nodes share with the runner: the job writes there and nothing is fetched. The job's
 time limit (timeout_s + deadman_margin_s) ends everything if the runner dies, and the next runner of

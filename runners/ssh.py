@@ -116,7 +116,7 @@ class Remote:
 
     host: Host
     base: str
-    pgid: int
+    pgid: int  # 0 until the start is confirmed
 
 
 class SshBackend(Backend):
@@ -346,9 +346,12 @@ class SshBackend(Backend):
 
     def _spawn(self, host: Host, what: str, argv: list[str], extra_s: int = 0) -> Remote:
         base = self._base(host, what)
-        out = self._call(host, self._spawn_argv(base, argv, extra_s), f"start {what}")
-        group = Remote(host, base, int(out.split()[-1]))
+        # recorded before it starts: stopping reads the pidfile, so a group whose start an interrupt cut
+        # short (it runs, its id not read back yet) is still stopped by cleanup
+        group = Remote(host, base, 0)
         self._groups.append(group)
+        out = self._call(host, self._spawn_argv(base, argv, extra_s), f"start {what}")
+        group.pgid = int(out.split()[-1])
         return group
 
     def start_capture(self, host: Host, capture: CaptureSettings, path: Path) -> object:

@@ -14,9 +14,9 @@ nftables rule in the bridge namespace (`numgen random mod 1000 < k drop` on brid
 frames, i.e. every frame crossing the bridge is dropped with probability loss_pct/100, like
 netem on each sender's egress in the paper); this kernel has no netem.
 
-Teardown (context exit, also on exceptions, Ctrl-C and SIGTERM) stops every process started
-through the testbed, kills whatever still runs inside its namespaces and deletes the
-namespaces, which removes the veths and the bridge with them. Names carry the creating pid
+Teardown (context exit, also on exceptions, Ctrl-C, SIGTERM and SIGHUP: `tracecore.runners.signals`)
+stops every process started through the testbed, kills whatever still runs inside its namespaces and
+deletes the namespaces, which removes the veths and the bridge with them. Names carry the creating pid
 (`tb<pid>x<n>`), so parallel test processes never collide, and `cleanup_stale()` removes
 namespaces left behind by a process that died without tearing down (SIGKILL).
 
@@ -34,11 +34,12 @@ import select
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tracecore.runners.signals import as_interrupts
 
 from tracecore.errors import ExitCode, TracecoreError
 
@@ -196,7 +197,7 @@ class Testbed:
     _namespaces: list[str] = field(default_factory=list, init=False, repr=False)
     _procs: list[subprocess.Popen] = field(default_factory=list, init=False, repr=False)
     _captures: list[_Capture] = field(default_factory=list, init=False, repr=False)
-    _old_handlers: dict[int, object] = field(default_factory=dict, init=False, repr=False)
+    _signals: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, init=False, repr=False)
     _up: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -250,12 +251,12 @@ class Testbed:
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> Testbed:
-        self._install_signal_handlers()
+        self._signals.enter_context(as_interrupts())
         try:
             self.up()
         except BaseException:
             self.down()
-            self._restore_signal_handlers()
+            self._signals.close()
             raise
         return self
 
@@ -263,27 +264,7 @@ class Testbed:
         try:
             self.down()
         finally:
-            self._restore_signal_handlers()
-
-    def _install_signal_handlers(self) -> None:
-        """SIGTERM/SIGHUP become SystemExit so `with` blocks unwind and tear down (main thread only)."""
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def _raise(signum: int, _frame: object) -> None:
-            raise SystemExit(128 + signum)
-
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            prev = signal.getsignal(sig)
-            if prev in (signal.SIG_DFL, None):
-                self._old_handlers[sig] = prev
-                signal.signal(sig, _raise)
-
-    def _restore_signal_handlers(self) -> None:
-        for sig, prev in self._old_handlers.items():
-            with contextlib.suppress(ValueError, TypeError):
-                signal.signal(sig, prev)  # type: ignore[arg-type]
-        self._old_handlers.clear()
+            self._signals.close()
 
     def _ip(self, ns: str, *args: str) -> None:
         _run(["ip", "-n", ns, *args])

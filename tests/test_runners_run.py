@@ -1,10 +1,14 @@
-"""`tracecore run`: dry runs (snapshots), the shipped examples, a real 2-run matrix on the netns backend."""
+"""`tracecore run`: dry runs (snapshots), the shipped examples, a real 2-run matrix on the netns backend,
+SIGHUP mid-run."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from tracecore.ingest.runname import parse_run_name
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "runners" / "examples"
+TRACECORE = Path(sys.executable).parent / "tracecore"
 runner = CliRunner()
 
 TINY = """
@@ -121,6 +126,44 @@ def test_failed_run_is_kept_apart_and_exits_non_zero(tmp_path: Path) -> None:
     failed, _meta = check_failed_run(out, "w1 exited 1", [-15, 1])
     assert failed.name.startswith("torch_ddp-resnet8w4-sgd-4-gloo-normal-ring-")
     assert not netns_made_by(os.getpid())
+
+
+@pytest.mark.netns
+def test_sighup_mid_run_tears_the_testbed_down_and_keeps_the_run_apart(tmp_path: Path) -> None:
+    """A closed terminal (SIGHUP) unwinds like Ctrl-C on the netns backend too: namespaces (with their
+    loss rule, tcpdump and ranks) deleted, the run kept in _failed/ saying why, exit 129."""
+    require_tool("tcpdump")
+    out = tmp_path / "pcaps"
+    exp = tmp_path / "hup.toml"
+    text = TINY.format(out=out, python=sys.executable).replace('kind = "ddp"', 'kind = "command"')
+    program = '["sh", "-c", "echo up; exec sleep 60"]'
+    exp.write_text(
+        text.replace("loss = [0, 1]", "loss = [1]").replace("[launcher]", f"[launcher]\nprogram = {program}")
+    )
+    with (tmp_path / "runner.log").open("w+") as log:
+        proc = subprocess.Popen([str(TRACECORE), "run", str(exp)], stdout=subprocess.DEVNULL, stderr=log,
+                                start_new_session=True)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while not any(f.read_text() for f in out.glob("*.partial/logs/w1.out")):
+                assert proc.poll() is None, log.read()
+                assert time.monotonic() < deadline, "training never started"
+                time.sleep(0.1)
+            assert netns_made_by(proc.pid)
+            proc.send_signal(signal.SIGHUP)
+            rc = proc.wait(timeout=60)
+        finally:
+            proc.kill()
+        log.seek(0)
+        said = log.read()
+    assert rc == 129, said
+    assert not netns_made_by(proc.pid)
+    (failed,) = (out / "_failed").iterdir()
+    name = "torch_ddp-resnet8w4-sgd-4-gloo-loss_1-ring"
+    assert said.endswith(f"Interrupted by SIGHUP: run {name} stopped, kept in {failed}\n")
+    meta = tomllib.loads((failed / "run.toml").read_text())
+    assert meta["result"] == meta["result"] | {"status": "failed", "reason": "interrupted (SIGHUP)"}
+    assert (failed / "logs" / "w1.out").read_text() == "up\n"
 
 
 def _ping_experiment(tmp_path: Path, out: Path) -> Path:

@@ -1,6 +1,6 @@
 """The slurm backend against a real slurmctld and one slurmd per worker namespace (tests/slurm_cluster.py):
-the DDP matrix through sbatch, scancel mid-run, Ctrl-C, the timeout, a failing rank, hostile names and
-paths, the state without sacct, loss refused, and the dry run's exact batch script."""
+the DDP matrix through sbatch, scancel mid-run, Ctrl-C and SIGTERM, the timeout, a failing rank, hostile
+names and paths, the state without sacct, loss refused, and the dry run's exact batch script."""
 
 from __future__ import annotations
 
@@ -177,19 +177,32 @@ def test_scancel_mid_run_leaves_nothing_behind(cluster: SlurmCluster, tmp_path: 
 
 @pytest.mark.netns
 @pytest.mark.slow
-def test_ctrl_c_cancels_the_job_and_keeps_the_run_apart(cluster: SlurmCluster, tmp_path: Path) -> None:
-    out = tmp_path / "out"
+@pytest.mark.parametrize(
+    ("sig", "code", "said", "what"),
+    [
+        (signal.SIGINT, 130, "Interrupted", "Ctrl-C"),
+        (signal.SIGTERM, 143, "Interrupted by SIGTERM", "SIGTERM"),
+    ],
+    ids=["ctrl_c", "sigterm"],
+)
+def test_ctrl_c_or_sigterm_cancels_the_job_and_keeps_the_run_apart(
+    cluster: SlurmCluster, tmp_path: Path, sig: signal.Signals, code: int, said: str, what: str
+) -> None:
+    """The runner's signal ends the job (its loss rule and captures with it) before the runner exits."""
+    out, name = tmp_path / "out", "torch_ddp-resnet8w4-sgd-4-gloo-loss_1-ring"
     program = ["sh", "-c", 'echo "rank $0 up"; exec sleep 300', "{rank}"]
-    proc, job = _started(cluster, write(tmp_path, experiment(out, program)), "logs/w1.out")
-    proc.send_signal(signal.SIGINT)
+    exp = write(tmp_path, experiment(out, program, matrix__loss=[1], backend__allow_loss=True))
+    proc, job = _started(cluster, exp, "logs/w1.out")
+    assert cluster.leftovers(settle_s=0)["nft"] == ["table inet tracecore_loss"] * 2
+    proc.send_signal(sig)
     rc, log = _exit(proc, cluster)
-    assert rc == 130, log
+    assert rc == code, log
     failed = only_failed(out)
-    assert log.endswith(f"Interrupted: run {NAME} stopped, kept in {failed}\n")
+    assert log.endswith(f"{said}: run {name} stopped, kept in {failed}\n")
     assert cluster.leftovers() == CLEAN
     assert dict(cluster.jobs())[job] in ("FAILED", "CANCELLED")
     meta = tomllib.loads((failed / "run.toml").read_text())
-    assert meta["result"] == meta["result"] | {"status": "failed", "reason": "interrupted (Ctrl-C)"}
+    assert meta["result"] == meta["result"] | {"status": "failed", "reason": f"interrupted ({what})"}
     assert (failed / "logs" / "w0.out").read_text().startswith("rank 0 up\n")
 
 

@@ -1,5 +1,5 @@
 """The ssh backend against real OpenSSH daemons (tests/sshd_hosts.py): quoting, faults, host keys,
-the dead-man switch, resume after a SIGKILLed runner, and the dry run's exact ssh command lines."""
+the dead-man switch, resume after a SIGKILLed runner, SIGTERM, and the dry run's exact ssh command lines."""
 
 from __future__ import annotations
 
@@ -246,21 +246,40 @@ def test_loss_method_over_ssh_explicit_netem_refused_up_front_auto_falls_back(tm
         assert_clean(hosts)
 
 
-def _start_and_kill(hosts: SshHosts, exp: Path, name: str = NAME) -> list[int]:
-    """Start the runner as a process, SIGKILL it once training runs on every host; the orphans' pgids."""
-    proc = subprocess.Popen([str(TRACECORE), "run", str(exp)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    pids = [f"{hosts.workdir}/{name}/.tracecore/train.pid"] * 2
+def _runner(exp: Path, stderr: object = None) -> subprocess.Popen:
+    """`tracecore run EXP` as a process of its own (stdout discarded)."""
+    return subprocess.Popen([str(TRACECORE), "run", str(exp)], stdout=subprocess.DEVNULL,
+                            stderr=stderr or subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+
+
+def _start_training(hosts: SshHosts, exp: Path, name: str = NAME, stderr: object = None) -> subprocess.Popen:
+    """Start the runner; returns once training runs on every host."""
+    proc = _runner(exp, stderr)
     deadline = time.monotonic() + 60
     try:
-        while not all(hosts.in_mounts(i, ["test", "-s", p]).returncode == 0 for i, p in enumerate(pids)):
+        while not all(
+            hosts.in_mounts(i, ["test", "-s", _pidfile(hosts, name)]).returncode == 0 for i in (0, 1)
+        ):
             assert proc.poll() is None, "the runner ended before training started"
             assert time.monotonic() < deadline, "training never started"
             time.sleep(0.2)
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
+    except BaseException:
+        proc.kill()
         proc.wait(timeout=10)
-    return [int(hosts.in_mounts(i, ["cat", p]).stdout) for i, p in enumerate(pids)]
+        raise
+    return proc
+
+
+def _pidfile(hosts: SshHosts, name: str) -> str:
+    return f"{hosts.workdir}/{name}/.tracecore/train.pid"
+
+
+def _start_and_kill(hosts: SshHosts, exp: Path, name: str = NAME) -> list[int]:
+    """Start the runner as a process, SIGKILL it once training runs on every host; the orphans' pgids."""
+    proc = _start_training(hosts, exp, name)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    return [int(hosts.in_mounts(i, ["cat", _pidfile(hosts, name)]).stdout) for i in (0, 1)]
 
 
 def _group_alive(hosts: SshHosts, i: int, pgid: int) -> bool:
@@ -309,6 +328,81 @@ def test_dead_man_switch_ends_orphans_and_the_loss_rule(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, [hosts.leftovers(i, settle_s=0) for i in (0, 1)]
             time.sleep(1)
         assert not any(_group_alive(hosts, i, g) for i, g in enumerate(orphans))
+
+
+# how rank 0 begins: `training` pings rank 1 (the test sends SIGTERM once both ranks run); `starting`
+# sends SIGTERM to the runner itself (its pid is in the run folder's owner file) while the runner still
+# waits for that start to be confirmed
+BEGIN = {
+    "training": 'ping -c 3 -i 0.2 -W 1 "$1" >/dev/null',
+    "starting": '[ "$0" = 1 ] || kill -s TERM "$(cut -d " " -f 2 .tracecore/runner)"',
+}
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+@pytest.mark.parametrize("when", list(BEGIN))
+def test_sigterm_mid_lossy_run_cleans_every_host_and_keeps_the_run_apart(tmp_path: Path, when: str) -> None:
+    """SIGTERM (a batch system, `kill`) unwinds like Ctrl-C: every host's processes, tcpdump, loss rule
+    and scratch are removed before the runner exits 143, and the run is kept in _failed/."""
+    with ssh_hosts(2) as hosts, (tmp_path / "runner.log").open("w+") as log:
+        program = ["sh", "-c", BEGIN[when] + "; exec sleep 300", "{rank}", "{master_addr}"]
+        out, name = tmp_path / "out", "torch_ddp-resnet8w4-sgd-4-gloo-loss_1-ring"
+        exp = write(tmp_path, experiment(hosts, out, program, matrix__loss=[1]))
+        if when == "training":
+            proc = _start_training(hosts, exp, name, log)
+            assert all(hosts.leftovers(i, settle_s=0)["nft"] == ["table inet tracecore_loss"] for i in (0, 1))
+            os.kill(proc.pid, signal.SIGTERM)
+        else:
+            proc = _runner(exp, log)
+        try:
+            rc = proc.wait(timeout=60)
+        finally:
+            proc.kill()
+        log.seek(0)
+        said = log.read()
+        assert rc == 143, said
+        (failed,) = (out / "_failed").iterdir()
+        assert said.endswith(f"Interrupted by SIGTERM: run {name} stopped, kept in {failed}\n")
+        assert_clean(hosts)  # no process (training, tcpdump, loss guard), no nft table, no scratch
+        assert [p.name for p in out.iterdir()] == ["_failed"]
+        meta = tomllib.loads((failed / "run.toml").read_text())
+        assert meta["result"] == meta["result"] | {"status": "failed", "reason": "interrupted (SIGTERM)"}
+        assert meta["loss"]["loss_pct"] == 1.0  # it was on
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_sigterm_stays_an_interrupt_when_the_cleanup_fails(tmp_path: Path) -> None:
+    """A cleanup error (w1's scratch holds a busy mount point) is recorded, not raised in the interrupt's
+    place: the runner still exits 143 and starts no further run."""
+    with ssh_hosts(2) as hosts, (tmp_path / "runner.log").open("w+") as log:
+        program = ["sh", "-c", 'ping -c 3 -i 0.2 -W 1 "$0" >/dev/null; exec sleep 300', "{master_addr}"]
+        out = tmp_path / "out"
+        exp = write(tmp_path, experiment(hosts, out, program, matrix__batch_size=[4, 8]))
+        proc = _start_training(hosts, exp, stderr=log)
+        busy = f"{hosts.workdir}/{NAME}/busy"
+        assert (
+            hosts.in_mounts(1, ["sh", "-c", 'mkdir "$0" && mount -t tmpfs busy "$0"', busy]).returncode == 0
+        )
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=60)
+        finally:
+            proc.kill()
+        log.seek(0)
+        said = log.read()
+        assert rc == 143, said
+        (failed,) = (out / "_failed").iterdir()
+        left = (
+            f"cleanup: w1: remove the scratch: exited 1: rm: cannot remove '{busy}': Device or resource busy"
+        )
+        assert said.endswith(f"Interrupted by SIGTERM: run {NAME} stopped, kept in {failed}; {left}\n")
+        assert [p.name for p in out.iterdir()] == ["_failed"]  # the second run never started
+        meta = tomllib.loads((failed / "run.toml").read_text())
+        assert meta["result"] == meta["result"] | {"reason": "interrupted (SIGTERM)", "cleanup": left}
+        assert hosts.leftovers(0) == {"procs": [], "files": [], "nft": []}
+        assert hosts.leftovers(1) == {"procs": [], "files": [f"{hosts.workdir}/{NAME}", busy], "nft": []}
 
 
 def test_dry_run_prints_the_exact_ssh_command_lines(tmp_path: Path, snapshot_runner) -> None:

@@ -198,7 +198,7 @@ def test_bad_capture_filter_raises_and_cleans_up(tmp_path: Path) -> None:
     assert not set(names) & set(list_netns())
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_signal_tears_down(sig: signal.Signals) -> None:
     script = textwrap.dedent(
         """

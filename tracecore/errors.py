@@ -7,6 +7,7 @@ traceback. Messages say what happened, where (file and byte offset when there is
 
 from __future__ import annotations
 
+import signal
 from enum import IntEnum
 
 
@@ -20,7 +21,10 @@ class ExitCode(IntEnum):
     DATASET = 4
     MODEL_FIT = 5
     TESTBED = 6
-    INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
+    # 128 + the signal, as shells report a process it ended; `tracecore run` exits so after its cleanup
+    HANGUP = 129  # SIGHUP (the terminal closed), `tracecore run` only
+    INTERRUPTED = 130  # SIGINT: Ctrl-C
+    TERMINATED = 143  # SIGTERM (`kill`, a batch system), `tracecore run` only
 
 
 class TracecoreError(Exception):
@@ -91,11 +95,25 @@ class IngestCancelledError(TracecoreError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, with the state it left behind as its message (e.g. which dataset an ingest left).
+    """Ctrl-C (or a signal that unwinds like it: `Terminated`), with the state it left behind as its
+    message (e.g. which dataset an ingest left).
 
     Why a KeyboardInterrupt and not a TracecoreError: code that catches Exception must not swallow
-    a Ctrl-C; the CLI boundary prints the message as its one line and exits 130.
+    a Ctrl-C; the CLI boundary prints the message as its one line and exits `exit_code`.
     """
+
+    def __init__(self, message: str = "", exit_code: ExitCode = ExitCode.INTERRUPTED):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class Terminated(Interrupted):
+    """SIGTERM or SIGHUP, raised where the program was (`tracecore.runners.signals`) so it unwinds as
+    Ctrl-C does; exits 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(f"Interrupted by {self.signal_name}", ExitCode(128 + signum))
 
 
 class ModelFitError(TracecoreError):
