@@ -96,8 +96,8 @@ MUTANTS = [
     Mutant(
         "kernel.tcp_port_offset",
         "tracecore/reader/kernel.py",
-        "dport = _u16be(buf, t + 2)",
-        "dport = _u16be(buf, t + 4)",
+        "dport = _u16be(buf, t + 2)\n            valid = np.int64(1)",
+        "dport = _u16be(buf, t + 4)\n            valid = np.int64(1)",
         "destination port read at the wrong offset",
         KERNEL_TESTS,
     ),
@@ -287,10 +287,26 @@ MUTANTS = [
     Mutant(
         "kernel.ipv4_dst_offset",
         "tracecore/reader/kernel.py",
-        "d_lo = U64(_u32(buf, q + 16, True))",
-        "d_lo = U64(_u32(buf, q + 12, True))",
+        "d_lo = U64(_u32(buf, q + 16, True))\n        if total == 0:",
+        "d_lo = U64(_u32(buf, q + 12, True))\n        if total == 0:",
         "IPv4 destination read from the source field",
         KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel.cut_tcp_header_sized",
+        "tracecore/reader/kernel.py",
+        "if sized and payload >= hdr:",
+        "if payload >= hdr:",
+        "a TCP header cut short by the snap length still gives l4_payload_len",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel.inner_port_offset",
+        "tracecore/reader/kernel.py",
+        "dport = _u16be(buf, t + 2)\n            tvalid = np.int64(T_INNER_PORTS)",
+        "dport = _u16be(buf, t + 4)\n            tvalid = np.int64(T_INNER_PORTS)",
+        "a tunnelled packet's inner destination port read at the wrong offset",
+        ("tests/test_reader_rdma.py",),
     ),
 ]
 
@@ -449,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
             f"- dedup: {', '.join(DEDUP_TESTS)}",
             f"- kernel (TRACECORE_JIT=1): {', '.join(KERNEL_TESTS)}",
         ]
+        named = (VIEW_TESTS, DEDUP_TESTS, KERNEL_TESTS)
+        lines += [f"- {m.name}: {', '.join(m.tests)}" for m, *_ in results if m.tests not in named]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"{killed}/{len(results)} killed in {total:.0f} s; {args.out}", flush=True)
