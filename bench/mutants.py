@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -441,11 +442,14 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
 
     killed = sum(1 for _, s, _, _ in results if s == "killed")
+    command = shlex.join(["python", "-m", "bench.mutants", *(sys.argv[1:] if argv is None else argv)])
     lines = [
         "# Mutation check (`python -m bench.mutants`, `make mutants`)",
         "",
         f"{killed} of {len(results)} mutants killed; wall time {total:.0f} s on this machine"
         f" (baseline run included; per mutant `pytest -x`, limit {args.timeout:.0f} s).",
+        "",
+        f"Command: `{command}`, {time.strftime('%Y-%m-%d', time.gmtime())}.",
         "",
         f"Tests: {', '.join(override)} for every mutant."
         if override
