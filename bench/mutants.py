@@ -97,8 +97,8 @@ MUTANTS = [
     Mutant(
         "kernel.tcp_port_offset",
         "tracecore/reader/kernel.py",
-        "dport = _u16be(buf, t + 2)\n            valid = np.int64(1)",
-        "dport = _u16be(buf, t + 4)\n            valid = np.int64(1)",
+        "dport = _u16be(buf, t + 2)\n            valid = np.int64(1)\n        if t + 14",
+        "dport = _u16be(buf, t + 4)\n            valid = np.int64(1)\n        if t + 14",
         "destination port read at the wrong offset",
         KERNEL_TESTS,
     ),
@@ -294,11 +294,11 @@ MUTANTS = [
         KERNEL_TESTS,
     ),
     Mutant(
-        "kernel.cut_tcp_header_sized",
+        "kernel.tcp_flags_past_the_cut",
         "tracecore/reader/kernel.py",
-        "if sized and payload >= hdr:",
-        "if payload >= hdr:",
-        "a TCP header cut short by the snap length still gives l4_payload_len",
+        "if t + 14 <= end:",
+        "if t + 4 <= end:",
+        "TCP flags and payload length read from a header the snap length cut before them",
         KERNEL_TESTS,
     ),
     Mutant(

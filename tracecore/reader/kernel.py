@@ -671,25 +671,25 @@ def parse(buf, p, cap, orig, link, vx):
         if payload >= 0:
             l4 = payload
             valid = np.int64(4)
-    else:
-        if (pr == 6 or pr == 17 or pr == 132 or pr == 136) and t + 4 <= end:
+    elif pr == 6:
+        if t + 4 <= end:
             sport = _u16be(buf, t)
             dport = _u16be(buf, t + 2)
             valid = np.int64(1)
-        hdr = np.int64(0)
-        sized = True  # whether the layer-4 header's length is known (not for a cut-short TCP header)
-        if pr == 6:
-            if t + 14 > end:
-                sized = False
-            else:
-                flags = ((np.int64(buf[t + 12]) & 1) << 8) | np.int64(buf[t + 13])
-                valid |= 2
-                hdr = (np.int64(buf[t + 12]) >> 4) * 4
-        elif pr == 17 or pr == 136:
-            hdr = np.int64(8)
-        elif pr == 132:
-            hdr = np.int64(12)
-        if sized and payload >= hdr:
+        if t + 14 <= end:  # up to the flags; a header cut shorter gives no flags and no length
+            flags = ((np.int64(buf[t + 12]) & 1) << 8) | np.int64(buf[t + 13])
+            valid |= 2
+            hdr = (np.int64(buf[t + 12]) >> 4) * 4
+            if payload >= hdr:
+                l4 = payload - hdr
+                valid |= 4
+    else:
+        if (pr == 17 or pr == 132 or pr == 136) and t + 4 <= end:
+            sport = _u16be(buf, t)
+            dport = _u16be(buf, t + 2)
+            valid = np.int64(1)
+        hdr = np.int64(8) if (pr == 17 or pr == 136) else (np.int64(12) if pr == 132 else np.int64(0))
+        if payload >= hdr:
             l4 = payload - hdr
             valid |= 4
         if pr == 17 and (valid & V_PORTS):
