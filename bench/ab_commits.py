@@ -20,6 +20,10 @@ Each run is timed with GNU `/usr/bin/time -v`: wall, user + sys CPU seconds of t
 seconds other processes used during each run (/proc/stat busy time minus the run's own) say how
 loaded the machine was. Both sides must produce the same packet count. Markdown and JSON go to
 `--out` and `--out` with `.json`.
+
+`--instructions N` then runs each path once more per side under valgrind (cachegrind, no cache
+simulation) on the first N packets of the first capture: instructions executed by the whole process,
+which the neighbours' load does not change at all (`make system-deps` installs valgrind).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_BASE = "351e2ab^1"  # main just before `Merge branch 'rdma'` (issue 14)
 DEFAULT_DATA = REPO / "bench" / "data" / "iperf3-bulk_2GB_s128-none-0-tcp-normal-ring"
 TIME = "/usr/bin/time"
+VALGRIND = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
 TICK = os.sysconf("SC_CLK_TCK")
 WHAT = {
     "ingest": "`python -m tracecore ingest RUNS --out TMP --json --quiet` (dataset removed before each run)",
@@ -173,8 +178,6 @@ def run_ab(args: argparse.Namespace) -> dict:
         input_bytes = sum(f.stat().st_size for f in files)
         subprocess.run(["sh", "-c", 'cat "$@" > /dev/null', "sh", *map(str, files)], check=True)
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
-        ingest = [sys.executable, "-m", "tracecore", "ingest", str(runs), "--json", "--quiet", *jobs]
-        read = [sys.executable, "-m", "bench.tc_read", *map(str, files)]
         results: dict[str, dict[str, list[dict]]] = {p: {s: [] for s in sides} for p in args.paths}
         order = []
         for rnd in range(-1, args.reps):  # round -1: the untimed warm-up of every path and side
@@ -182,8 +185,7 @@ def run_ab(args: argparse.Namespace) -> dict:
                 for side, (root, env, _) in sides.items():
                     ds = tmp / f"dataset-{side}"
                     shutil.rmtree(ds, ignore_errors=True)
-                    argv = [*ingest, "--out", str(ds)] if path == "ingest" else read
-                    r = timed_run(argv, root, env, args.timeout)
+                    r = timed_run(_argv(path, runs, files, jobs, ds), root, env, args.timeout)
                     out = r.pop("stdout")
                     r["packets"] = json.loads(out)["packets"] if path == "ingest" else int(out.split()[0])
                     if path == "ingest":
@@ -198,6 +200,20 @@ def run_ab(args: argparse.Namespace) -> dict:
             counts = {s: {r["packets"] for r in rs} for s, rs in by_side.items()}
             if len({c for cs in counts.values() for c in cs}) != 1:
                 raise SystemExit(f"{path}: the sides disagree on the packet count: {counts}")
+        instructions = {}
+        if args.instructions:
+            run = tmp / "prefix" / args.data.name
+            run.mkdir(parents=True)
+            prefix = run / files[0].name
+            packets = write_prefix(files[0], prefix, args.instructions)
+            for path in args.paths:
+                instructions[path] = {"packets": packets}
+                for side, (root, env, _) in sides.items():
+                    ds = tmp / f"dataset-{side}"
+                    shutil.rmtree(ds, ignore_errors=True)
+                    argv = _argv(path, run.parent, [prefix], jobs, ds)
+                    instructions[path][side] = count_instructions(argv, root, env)
+                    print(f"  instructions {path:6} {side}: {instructions[path][side]:,}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     loads = [
@@ -227,7 +243,58 @@ def run_ab(args: argparse.Namespace) -> dict:
         },
         "load_1min": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},
         "results": results,
+        "instructions": instructions,
     }
+
+
+def _argv(path: str, runs: Path, files: list[Path], jobs: list[str], dataset: Path) -> list[str]:
+    """The command of one path: an ingest of the run folders into `dataset`, or a read of the files."""
+    if path == "ingest":
+        return [
+            sys.executable,
+            "-m",
+            "tracecore",
+            "ingest",
+            str(runs),
+            "--out",
+            str(dataset),
+            "--json",
+            "--quiet",
+            *jobs,
+        ]
+    return [sys.executable, "-m", "bench.tc_read", *map(str, files)]
+
+
+def write_prefix(src: Path, dest: Path, packets: int) -> int:
+    """The first `packets` records of a classic pcap file (header kept); returns how many there were."""
+    import struct
+
+    data = src.read_bytes()
+    order = {
+        b"\xd4\xc3\xb2\xa1": "<",
+        b"\x4d\x3c\xb2\xa1": "<",
+        b"\xa1\xb2\xc3\xd4": ">",
+        b"\xa1\xb2\x3c\x4d": ">",
+    }
+    if data[:4] not in order:
+        raise SystemExit(f"{src}: --instructions needs a classic pcap file")
+    pos, count = 24, 0
+    while count < packets and pos + 16 <= len(data):
+        pos += 16 + struct.unpack_from(order[data[:4]] + "I", data, pos + 8)[0]
+        count += 1
+    dest.write_bytes(data[: min(pos, len(data))])
+    return count
+
+
+def count_instructions(argv: list[str], cwd: Path, env: dict[str, str]) -> int:
+    """Instructions the whole process executed (valgrind's `I refs`)."""
+    proc = subprocess.run([*VALGRIND, *argv], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    refs = [line for line in proc.stderr.splitlines() if "I refs:" in line or "I   refs:" in line]
+    if proc.returncode != 0 or not refs:
+        raise SystemExit(
+            f"valgrind {shlex.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-800:]}"
+        )
+    return int(refs[-1].rsplit(":", 1)[1].strip().replace(",", ""))
 
 
 def _cpu_model() -> str:
@@ -314,8 +381,16 @@ def markdown(report: dict, limit_pct: float) -> str:
             "",
         ]
         lines += ["| " + " | ".join([*cells, _pct(n["peak_rss_mib"], o["peak_rss_mib"]), ""]) + " |", ""]
-        for label, key in (("median wall time", "wall_s"), ("median CPU time", "cpu_s")):
-            change = (n[key] / o[key] - 1) * 100
+        changes = [
+            (label, (n[key] / o[key] - 1) * 100)
+            for label, key in (("median wall time", "wall_s"), ("median CPU time", "cpu_s"))
+        ]
+        counted = report.get("instructions", {}).get(path)
+        if counted:
+            o_ir, n_ir = counted["base"], counted["head"]
+            label = f"instructions ({counted['packets']:,} packets, valgrind: {o_ir:,} vs {n_ir:,})"
+            changes.append((label, (counted["head"] / counted["base"] - 1) * 100))
+        for label, change in changes:
             verdict = "within" if change <= limit_pct else "OVER"
             lines.append(f"- {label}: {change:+.1f} %, {verdict} the {limit_pct:g} % limit.")
         lines.append("")
@@ -333,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=3.0, help="allowed slowdown, percent [3]")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per run [600]")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "ab-latest.md")
+    ap.add_argument("--instructions", type=int, metavar="N", help="also count instructions on N packets")
     ap.add_argument("--smoke", action="store_true", help="the embedded sample, 1 copy, 1 round")
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)

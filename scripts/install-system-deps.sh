@@ -20,6 +20,7 @@ have ssh      || need+=(openssh-client)  # the ssh runner backend's client (ssh,
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)  # its tests start a real sshd per worker namespace
 have nc       || need+=(netcat-openbsd)  # ... and reach it with ProxyCommand 'ip netns exec NS nc %h %p'
 have cc       || need+=(gcc)         # numba.pycc compiles the reader's kernels ahead of time
+have valgrind || need+=(valgrind)    # instruction counts: bench/ab_commits.py --instructions
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
               || need+=(python3-dev)  # ... and includes Python.h
 
