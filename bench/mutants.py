@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -97,8 +98,8 @@ MUTANTS = [
     Mutant(
         "kernel.tcp_port_offset",
         "tracecore/reader/kernel.py",
-        "dport = _u16be(buf, t + 2)",
-        "dport = _u16be(buf, t + 4)",
+        "dport = _u16be(buf, t + 2)\n            valid = np.int64(1)\n        if t + 14",
+        "dport = _u16be(buf, t + 4)\n            valid = np.int64(1)\n        if t + 14",
         "destination port read at the wrong offset",
         KERNEL_TESTS,
     ),
@@ -329,10 +330,26 @@ MUTANTS = [
     Mutant(
         "kernel.ipv4_dst_offset",
         "tracecore/reader/kernel.py",
-        "d_lo = U64(_u32(buf, q + 16, True))",
-        "d_lo = U64(_u32(buf, q + 12, True))",
+        "d_lo = U64(_u32(buf, q + 16, True))\n        if total == 0:",
+        "d_lo = U64(_u32(buf, q + 12, True))\n        if total == 0:",
         "IPv4 destination read from the source field",
         KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel.tcp_flags_past_the_cut",
+        "tracecore/reader/kernel.py",
+        "if t + 14 <= end:",
+        "if t + 4 <= end:",
+        "TCP flags and payload length read from a header the snap length cut before them",
+        KERNEL_TESTS,
+    ),
+    Mutant(
+        "kernel.inner_port_offset",
+        "tracecore/reader/kernel.py",
+        "dport = _u16be(buf, t + 2)\n            tvalid = np.int64(T_INNER_PORTS)",
+        "dport = _u16be(buf, t + 4)\n            tvalid = np.int64(T_INNER_PORTS)",
+        "a tunnelled packet's inner destination port read at the wrong offset",
+        ("tests/test_reader_rdma.py",),
     ),
 ]
 
@@ -467,11 +484,14 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
 
     killed = sum(1 for _, s, _, _ in results if s == "killed")
+    command = shlex.join(["python", "-m", "bench.mutants", *(sys.argv[1:] if argv is None else argv)])
     lines = [
         "# Mutation check (`python -m bench.mutants`, `make mutants`)",
         "",
         f"{killed} of {len(results)} mutants killed; wall time {total:.0f} s on this machine"
         f" (baseline run included; per mutant `pytest -x`, limit {args.timeout:.0f} s).",
+        "",
+        f"Command: `{command}`, {time.strftime('%Y-%m-%d', time.gmtime())}.",
         "",
         f"Tests: {', '.join(override)} for every mutant."
         if override
@@ -491,6 +511,8 @@ def main(argv: list[str] | None = None) -> int:
             f"- dedup: {', '.join(DEDUP_TESTS)}",
             f"- kernel (TRACECORE_JIT=1): {', '.join(KERNEL_TESTS)}",
         ]
+        named = (VIEW_TESTS, DEDUP_TESTS, KERNEL_TESTS)
+        lines += [f"- {m.name}: {', '.join(m.tests)}" for m, *_ in results if m.tests not in named]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"{killed}/{len(results)} killed in {total:.0f} s; {args.out}", flush=True)

@@ -24,6 +24,7 @@ have sbatch   || need+=(slurm-client)    # the slurm runner backend's client (sb
 [ -x /usr/sbin/slurmd ]    || need+=(slurmd)     # ... and one slurmd per worker namespace
 [ -x /usr/sbin/munged ]    || need+=(munge)      # ... authenticated by their own munged
 have cc       || need+=(gcc)         # numba.pycc compiles the reader's kernels ahead of time
+have valgrind || need+=(valgrind)    # instruction counts: bench/ab_commits.py --instructions
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
               || need+=(python3-dev)  # ... and includes Python.h
 

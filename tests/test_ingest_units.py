@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.test_ingest_support import copy_run
 from tracecore.ingest import ingest, open_catalog
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS
@@ -299,6 +300,34 @@ def test_split_dense_sends_rows_with_any_null_to_the_nullable_part() -> None:
     assert only_sparse.num_rows == sparse.num_rows
 
 
+def test_split_dense_keeps_every_row_and_layer_value_of_the_rdma_corpus() -> None:
+    """Batches mixing TCP rows (dense) with RoCE, IPoIB and tunnel rows (sparse, layer columns set):
+    the two parts hold every row of the batch with every value, the all-null columns sliced and the
+    others filtered."""
+    import pyarrow as pa
+
+    from tracecore.ingest.writer import split_dense, widen
+    from tracecore.schema import DATASET_SCHEMA, LAYER_COLUMNS
+
+    corpus = REPO.parent / "shared" / "corpus-rdma"
+    files = sorted(corpus.glob("*.pcap"))
+    assert len(files) == 17, corpus
+    split = set_layers = 0
+    for path in files:
+        batch = widen(read_capture(path).combine_chunks().to_batches()[0])
+        dense, sparse = split_dense(batch)
+        parts = [part.cast(DATASET_SCHEMA) for part in (dense, sparse) if part is not None]
+        both = pa.Table.from_batches(parts, schema=DATASET_SCHEMA)
+        key = lambda row: repr(sorted(row.items()))  # noqa: E731
+        assert sorted(both.to_pylist(), key=key) == sorted(batch.to_pylist(), key=key), path.name
+        split += dense is not None and sparse is not None
+        set_layers += sparse is not None and any(
+            sparse.column(c).null_count < len(sparse) for c in LAYER_COLUMNS
+        )
+    assert split == 11  # the perftest, NCCL and IPoIB captures hold TCP rows and others
+    assert set_layers == 16  # all but IPoIB carry RoCE or tunnel values in their sparse part
+
+
 def test_widen_keeps_every_value_and_null_of_the_byte_columns() -> None:
     import pyarrow as pa
 
@@ -313,6 +342,9 @@ def test_widen_keeps_every_value_and_null_of_the_byte_columns() -> None:
             assert wide.column(name).type == pa.int64()
             assert wide.column(name).to_pylist() == sliced.column(name).to_pylist()
         assert wide.column("l4_payload_len").null_count == sliced.column("l4_payload_len").null_count
+        for name in ("rdma_payload_len", "rdma_reth_dma_len"):  # no RoCE in the sample: built all-null
+            assert wide.column(name).type == pa.int64()
+            assert wide.column(name).null_count == len(wide.column(name)) == sliced.num_rows
     assert batch.column("l4_payload_len").null_count == 3  # the 3 ARP frames: the nullable cast path ran
 
 

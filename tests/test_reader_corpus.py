@@ -10,6 +10,7 @@ says why, and the test asserts what tracecore gives instead. Fields tshark does 
 from __future__ import annotations
 
 import csv
+import struct
 from pathlib import Path
 
 import pyarrow as pa
@@ -249,6 +250,36 @@ def test_fragments_and_flags_real_values(corpus_dir: Path) -> None:
     assert rows[3]["l4_payload_len"] == 479
     assert rows[3]["frame_len"] == 533
     assert rows[0]["ip_fragment"] is False
+
+
+@pytest.mark.parametrize(
+    ("name", "index", "tcp_at"), [("dpkt__http.pcap", 3, 34), ("arkime__v6-http.pcap", 48, 54)]
+)
+def test_tcp_header_cut_at_every_length(
+    corpus_dir: Path, tmp_path: Path, name: str, index: int, tcp_at: int
+) -> None:
+    """A real TCP data frame (IPv4, IPv6) captured to every length, as a small snap length does: ports
+    once 4 TCP bytes are there, flags and l4_payload_len (from the IP lengths) once its 14 bytes up to the
+    flags are; before that both null, never a length guessed without the TCP header's own."""
+    rec = oracle.read_records(corpus_dir / name).records[index]
+    cut = tmp_path / "cut.pcap"
+    records = [struct.pack("<IIII", 1, 0, n, len(rec.data)) + rec.data[:n] for n in range(len(rec.data) + 1)]
+    cut.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, rec.link_type) + b"".join(records))
+    rows, _, error = read_all(cut)
+    assert error is None
+    assert rows == list(oracle.iter_rows(cut))
+    full = rows[-1]
+    assert (full["ip_proto"], full["tcp_flags"], full["l4_payload_len"]) == (
+        6,
+        0x018,
+        len(rec.data) - tcp_at - 20,
+    )
+    ports = [n for n, r in enumerate(rows) if r["src_port"] is not None]
+    flags = [n for n, r in enumerate(rows) if r["tcp_flags"] is not None]
+    lengths = [n for n, r in enumerate(rows) if r["l4_payload_len"] is not None]
+    assert ports == list(range(tcp_at + 4, len(rows)))
+    assert flags == lengths == list(range(tcp_at + 14, len(rows)))
+    assert all(r["l4_payload_len"] == full["l4_payload_len"] for r in rows[tcp_at + 14 :])
 
 
 def test_not_a_capture_and_empty(tmp_path: Path, corpus_dir: Path) -> None:

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from tracecore.errors import CaptureError
 from tracecore.ingest.layout import fsync
 from tracecore.reader import CaptureReader
+from tracecore.reader.batch import zero_buffer
 from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, PACKET_SCHEMA
 
 if TYPE_CHECKING:
@@ -46,8 +47,10 @@ WIDENED_INDICES = [i for i, f in enumerate(PACKET_SCHEMA) if f.type != DATASET_S
 ROW_GROUP_ROWS = 1 << 17
 TOP_ADDRESSES = 64
 # Byte counts too: int64 written plain was 1.5x the uint32 files; with dictionaries (a few distinct
-# frame sizes per capture) they are smaller than before (bench/results/int64-columns.md).
-DICT_COLUMNS = ["src_ip", "dst_ip", *BYTE_COLUMNS]
+# frame sizes per capture) they are smaller than before (bench/results/int64-columns.md). Every
+# address-like column keeps its dictionary (tunnel, inner_*: plain, their all-null TCP chunks cost
+# twice the encoding time, bench/results/rdma-tcp-ab.md).
+DICT_COLUMNS = [*(f.name for f in DATASET_SCHEMA if pa.types.is_dictionary(f.type)), *BYTE_COLUMNS]
 STATS_COLUMNS = ["ts_ns"]
 WRITE_BATCH_ROWS = 1 << 16
 
@@ -105,7 +108,9 @@ def widen(batch: pa.RecordBatch) -> pa.RecordBatch:
     columns = list(batch.columns)
     for i in WIDENED_INDICES:
         col = columns[i]
-        if col.null_count:
+        if col.null_count == len(col):  # a layer column of a batch without that layer: no cast to run
+            columns[i] = _all_null(pa.int64(), len(col))
+        elif col.null_count:
             columns[i] = col.cast(pa.int64())
         else:
             columns[i] = pa.array(_values(col, np.uint32).astype(np.int64), pa.int64())
@@ -133,8 +138,25 @@ def split_dense(batch: pa.RecordBatch) -> tuple[pa.RecordBatch | None, pa.Record
     n_valid = pc.sum(valid).as_py() or 0
     if n_valid == 0:
         return None, batch
-    dense = batch.filter(valid)
-    return pa.RecordBatch.from_arrays(dense.columns, schema=DENSE_SCHEMA), batch.filter(pc.invert(valid))
+    return _rows(batch, valid, n_valid, DENSE_SCHEMA), _rows(batch, pc.invert(valid), len(batch) - n_valid)
+
+
+def _rows(
+    batch: pa.RecordBatch, mask: pa.Array, count: int, schema: pa.Schema | None = None
+) -> pa.RecordBatch:
+    """The `count` rows of `batch` where `mask` is true; an all-null column is sliced, not filtered
+    (a TCP batch's fifteen layer columns: filtering them was most of a split's time)."""
+    columns = [
+        col.slice(0, count) if col.null_count == len(col) else col.filter(mask) for col in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema or batch.schema)
+
+
+def _all_null(typ: pa.DataType, n: int) -> pa.Array:
+    """An all-null array of a fixed-width type over the reader's shared zero buffer (nothing written)."""
+    return pa.Array.from_buffers(
+        typ, n, [zero_buffer((n + 7) // 8), zero_buffer(n * typ.bit_width // 8)], null_count=n
+    )
 
 
 def _values(arr: pa.Array, dtype: type) -> np.ndarray:

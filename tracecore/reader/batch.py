@@ -192,10 +192,9 @@ class Columns:
 
 
 def _nulls(fields: list[pa.Field], n: int) -> list[pa.Array]:
-    """All-null columns sharing one zeroed buffer: numpy's calloc leaves its pages untouched, where
-    `pa.nulls` writes every one (9 ms a million-row batch for the fifteen layer columns)."""
-    zeros = pa.py_buffer(np.zeros(n * 4, np.uint8))  # enough for the widest, 32-bit, values
-    validity = pa.py_buffer(np.zeros((n + 7) // 8, np.uint8))
+    """All-null columns whose validity and values are slices of one shared zero buffer (`zeros`)."""
+    zeros = zero_buffer(n * 4)  # enough for the widest, 32-bit, values
+    validity = zero_buffer((n + 7) // 8)
     out = []
     for f in fields:
         if pa.types.is_dictionary(f.type):
@@ -205,6 +204,25 @@ def _nulls(fields: list[pa.Field], n: int) -> list[pa.Array]:
         else:
             out.append(pa.Array.from_buffers(f.type, n, [validity, zeros], null_count=n))
     return out
+
+
+_ZEROS = [pa.py_buffer(b"")]
+
+
+def zero_buffer(nbytes: int) -> pa.Buffer:
+    """`nbytes` zero bytes for all-null columns: a slice of one read-only buffer that only grows.
+
+    Why shared: TCP batches get fifteen all-null layer columns. A fresh zeroed buffer per batch is
+    calloc'd from the heap once glibc's mmap threshold has grown past it, so every batch wrote its
+    zeros and the peak RSS grew with them (bench/results/rdma-tcp-ab.md); a shared buffer is
+    allocated once and never written.
+    """
+    buf = _ZEROS[0]
+    if buf.size < nbytes:
+        zeros = np.zeros(max(nbytes, 2 * buf.size), np.uint8)
+        zeros.flags.writeable = False
+        buf = _ZEROS[0] = pa.py_buffer(zeros)
+    return buf.slice(0, nbytes)
 
 
 def _bitmap(valid: np.ndarray) -> pa.Buffer | None:

@@ -321,10 +321,12 @@ def _no_tn():
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
-def _no_ip(known):
+def _no_ip(known, layer, at):
+    """`parse`'s fields of a frame without IP: whether its link type is known and, for RoCE v1, its
+    LAYER_* code and offset (0, 0 otherwise)."""
     z = U64(0)
     i = np.int64(0)
-    return (known, i, i, i, i, i, i, i, i, z, z, z, z, i, i, i, i)
+    return (known, i, i, i, i, i, i, i, i, z, z, z, z, i, np.int64(layer), np.int64(at), i)
 
 
 # What `parse` found beyond IP for `_layers` to decode (its LAYER_* code; 0: nothing).
@@ -594,16 +596,16 @@ def parse(buf, p, cap, orig, link, vx):
     end = p + cap
     et, q = _net_type(buf, p, end, link)
     if et == -2:
-        return _no_ip(False)
+        return _no_ip(False, 0, 0)
     if et == 0x0800 and q < end and (buf[q] >> 4) == 6:
         et = 0x86DD  # IPv4 ethertype but an IPv6 header: decode what is there, as tshark does
     frag = np.int64(0)
     if et == 0x0800:
         if q + 20 > end or (buf[q] >> 4) != 4:
-            return _no_ip(True)
+            return _no_ip(True, 0, 0)
         ihl = np.int64(buf[q] & 15) * 4
         if ihl < 20:
-            return _no_ip(True)
+            return _no_ip(True, 0, 0)
         tos = np.int64(buf[q + 1])
         total = _u16be(buf, q + 2)
         fo = _u16be(buf, q + 6)
@@ -621,7 +623,7 @@ def parse(buf, p, cap, orig, link, vx):
         first = (fo & 0x1FFF) == 0
     elif et == 0x86DD:
         if q + 40 > end or (buf[q] >> 4) != 6:
-            return _no_ip(True)
+            return _no_ip(True, 0, 0)
         tos = ((np.int64(buf[q]) & 15) << 4) | (np.int64(buf[q + 1]) >> 4)
         plen = _u16be(buf, q + 4)
         pr = np.int64(buf[q + 6])
@@ -655,11 +657,9 @@ def parse(buf, p, cap, orig, link, vx):
         total = (plen + 40) if plen != 0 else orig - (q - p)
         payload = total - (t - q)
     elif et == 0x8915:
-        z = U64(0)
-        i = np.int64(0)
-        return (True, i, i, i, i, i, i, i, i, z, z, z, z, i, np.int64(LAYER_ROCEV1), q, i)
+        return _no_ip(True, LAYER_ROCEV1, q)
     else:
-        return _no_ip(True)
+        return _no_ip(True, 0, 0)
     sport = np.int64(0)
     dport = np.int64(0)
     flags = np.int64(0)
@@ -667,69 +667,35 @@ def parse(buf, p, cap, orig, link, vx):
     valid = np.int64(0)
     layer = np.int64(0)
     ulen = np.int64(0)
-    if not first:
+    if not first:  # a later fragment: no layer-4 header, all of its payload counts
         if payload >= 0:
             l4 = payload
             valid = np.int64(4)
-        return (
-            True,
-            version,
-            pr,
-            frag,
-            sport,
-            dport,
-            flags,
-            l4,
-            valid,
-            s_hi,
-            s_lo,
-            d_hi,
-            d_lo,
-            tos,
-            layer,
-            t,
-            ulen,
-        )
-    if (pr == 6 or pr == 17 or pr == 132 or pr == 136) and t + 4 <= end:
-        sport = _u16be(buf, t)
-        dport = _u16be(buf, t + 2)
-        valid = np.int64(1)
-    hdr = np.int64(0)
-    if pr == 6:
-        if t + 14 > end:
-            return (
-                True,
-                version,
-                pr,
-                frag,
-                sport,
-                dport,
-                flags,
-                l4,
-                valid,
-                s_hi,
-                s_lo,
-                d_hi,
-                d_lo,
-                tos,
-                layer,
-                t,
-                ulen,
-            )
-        flags = ((np.int64(buf[t + 12]) & 1) << 8) | np.int64(buf[t + 13])
-        valid |= 2
-        hdr = (np.int64(buf[t + 12]) >> 4) * 4
-    elif pr == 17 or pr == 136:
-        hdr = np.int64(8)
-    elif pr == 132:
-        hdr = np.int64(12)
-    if payload >= hdr:
-        l4 = payload - hdr
-        valid |= 4
-    if pr == 17 and (valid & V_PORTS):
-        layer = _udp_layer(dport, vx)
-        ulen = l4 if payload >= 8 else np.int64(-1)
-        t += 8
+    elif pr == 6:
+        if t + 4 <= end:
+            sport = _u16be(buf, t)
+            dport = _u16be(buf, t + 2)
+            valid = np.int64(1)
+        if t + 14 <= end:  # up to the flags; a header cut shorter gives no flags and no length
+            flags = ((np.int64(buf[t + 12]) & 1) << 8) | np.int64(buf[t + 13])
+            valid |= 2
+            hdr = (np.int64(buf[t + 12]) >> 4) * 4
+            if payload >= hdr:
+                l4 = payload - hdr
+                valid |= 4
+    else:
+        if (pr == 17 or pr == 132 or pr == 136) and t + 4 <= end:
+            sport = _u16be(buf, t)
+            dport = _u16be(buf, t + 2)
+            valid = np.int64(1)
+        hdr = np.int64(8) if (pr == 17 or pr == 136) else (np.int64(12) if pr == 132 else np.int64(0))
+        if payload >= hdr:
+            l4 = payload - hdr
+            valid |= 4
+        if pr == 17 and (valid & V_PORTS):
+            layer = _udp_layer(dport, vx)
+            ulen = l4 if payload >= 8 else np.int64(-1)
+            t += 8
     return (
         True,
         version,
