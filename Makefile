@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-shuffled lint system-deps kernels bench bench-captures mutants clean
+.PHONY: demo test test-shuffled lint system-deps kernels bench bench-captures bench-ab mutants clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -38,11 +38,19 @@ test-shuffled: $(STAMP) system-deps kernels
 bench-captures: $(STAMP) system-deps
 	$(PY) -m bench.make_captures
 	$(PY) -m bench.make_captures --size 2GB --snaplen 128
+	$(PY) -m bench.make_rdma_capture --out bench/data/corpus_roce-repeat-none-0-rdma-normal-ring/worker-0-tcpdump.pcap
 
 bench: $(STAMP) system-deps kernels
 	$(PY) -m bench.peers --data bench/data/iperf3-bulk_2GB_s128-none-0-tcp-normal-ring
 	$(PY) -m bench.peers --data bench/data/iperf3-bulk_2GB-none-0-tcp-normal-ring
 	$(PY) -m bench.views_perf
+
+# Opt-in, slow: this checkout against main before the RDMA merge on the same TCP and RoCE captures
+# (bench/ab_commits.py; results in bench/results/rdma-*-ab.md, analysis in bench/results/rdma-reader.md).
+bench-ab: $(STAMP) system-deps kernels
+	$(PY) -m bench.ab_commits --copies 4 --reps 7 --instructions 1000000 --out bench/results/rdma-tcp-ab.md
+	$(PY) -m bench.ab_commits --data bench/data/corpus_roce-repeat-none-0-rdma-normal-ring --copies 10 --reps 5 \
+	  --instructions 200000 --out bench/results/rdma-roce-ab.md
 
 # Mutation check: one-line bugs in queries/, the dedup rule and the reader kernel, each run against the
 # tests that cover it (bench/mutants.py); every mutant must be killed. Report: bench/results/mutants-latest.md.
