@@ -178,8 +178,8 @@ MUTANTS = [
     Mutant(
         "link_ci.population_std",
         "queries/link_ci.sql",
-        "stddev_samp(gbps)",
-        "stddev_pop(gbps)",
+        "(windows * (windows - 1))",
+        "(windows * windows)",
         "ddof = 0 (the notebook's np.var)",
     ),
     # ---- data_per_step / train_window --------------------------------------------------------------
