@@ -67,7 +67,8 @@ PACKET_COLUMNS = [f.name for f in PACKET_FIELDS]
 BYTE_COLUMNS = ("frame_len", "cap_len", "l4_payload_len")
 INT64_COLUMNS = (*BYTE_COLUMNS, "rdma_payload_len", "rdma_reth_dma_len")
 # The columns of a layer most packets lack (RDMA, tunnels): null on TCP rows, so the ingest writer's
-# part files of fully set rows (`writer.split_dense`) keep them nullable and do not look at them.
+# part files of fully set rows (`writer.split_dense`: "dense" parts) leave them out, and the catalog's
+# packets views add them back as typed NULLs (`catalog.packets_all_sql`).
 LAYER_COLUMNS = tuple(
     f.name for f in PACKET_FIELDS if f.name.startswith(("rdma_", "inner_", "tunnel", "vni"))
 )
@@ -79,8 +80,10 @@ DATASET_SCHEMA = pa.schema(DATASET_FIELDS)
 # The version of what a dataset stores (packet files, tables, views' columns), recorded in the
 # catalog's `_meta.schema_version` and in every part file. 1: uint32 byte columns, no version recorded
 # (tracecore 0.1.0); 2: int64 byte columns, Parquet key-value metadata; 3: dscp, ecn, the RDMA
-# (rdma_*) and tunnel (tunnel, vni, inner_*) columns (older part files are rewritten with them null).
-SCHEMA_VERSION = 3
+# (rdma_*) and tunnel (tunnel, vni, inner_*) columns (older part files are rewritten with them null);
+# 4: dense part files (every row fully set: TCP) omit LAYER_COLUMNS, null in all their rows
+# (`_files.layers` is false for them); version 3 files are version 4 files that store every column.
+SCHEMA_VERSION = 4
 OLDEST_READABLE_SCHEMA = 1
 
 TS_NS_MEANING = "UTC nanoseconds since 1970-01-01T00:00:00Z (Unix epoch), from the capture's record"

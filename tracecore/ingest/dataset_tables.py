@@ -14,7 +14,8 @@ import pyarrow as pa
 from tracecore.logs import nccl
 from tracecore.schema import SCHEMA_VERSION
 
-FORMAT_VERSION = "2"  # the catalog's layout; 2: packets views widen byte columns and add `ts`
+# The catalog's layout; 2: packets views widen byte columns and add `ts`; 3: `_files.layers`.
+FORMAT_VERSION = "3"
 
 RUNS = pa.schema(
     [
@@ -92,6 +93,9 @@ FILES = pa.schema(
         ("rows", pa.int64()),
         ("size", pa.int64()),  # the part file as committed: a later ingest re-reads its capture
         ("checksum", pa.string()),  # when either differs (see fileid.py); NULL in older datasets
+        # false: a dense part (schema version 4), which omits schema.LAYER_COLUMNS; true or NULL (older
+        # datasets): it stores every column of its schema version
+        ("layers", pa.bool_()),
     ]
 )
 

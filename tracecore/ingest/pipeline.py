@@ -392,7 +392,7 @@ def _commit(
     for plan in plans:
         run = plan.source
         caps = list(plan.kept)
-        staged: dict[str, list[tuple[str, int]]] = {}
+        staged: dict[str, list[tuple[str, int, bool]]] = {}
         for cap, row in plan.new:
             res = results[row.pop("_task")]
             row.update(
@@ -442,12 +442,13 @@ def _commit(
         for row in caps:
             rel_dir = layout.partition(run.name, row["worker"])
             if row["file"] in staged:
-                parts = [(Path(p), n, False) for p, n in staged[row["file"]]]
+                parts = [(Path(p), n, False, layers) for p, n, layers in staged[row["file"]]]
             else:
                 parts = [
-                    (out / f["path"], f["rows"], True) for f in files_by_cap.get((run.name, row["file"]), [])
+                    (out / f["path"], f["rows"], True, f["layers"])
+                    for f in files_by_cap.get((run.name, row["file"]), [])
                 ]
-            for src, nrows, is_old in parts:
+            for src, nrows, is_old, layers in parts:
                 rel = src.relative_to(out).as_posix() if is_old else None
                 size, checksum = old_ids.get(rel, (None, None)) if is_old else (None, None)
                 if size is None:
@@ -465,6 +466,7 @@ def _commit(
                         "rows": nrows,
                         "size": size,
                         "checksum": checksum,
+                        "layers": layers,
                     }
                 )
         new_tables["captures"] += caps

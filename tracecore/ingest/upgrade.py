@@ -6,7 +6,8 @@ Arrow datasets refuse or wrap; one of version 2 lacks the columns of version 3 (
 tunnels), which one read_parquet over old and new files would not see. Each file is rewritten beside
 itself and renamed over itself: its rows are unchanged, the columns it lacks are added null (the file
 is then of the nullable kind: its old rows have no DSCP to give), so a crash between two files
-leaves a readable dataset the next ingest finishes.
+leaves a readable dataset the next ingest finishes. Version 3 files are version 4 files as they
+are (version 4 only lets dense parts omit the layer columns): nothing to rewrite.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, part_m
 
 def upgrade_parts(out: Path, state: State) -> int:
     """Rewrite every part file of `state` whose byte columns are not int64 or that lacks a column of
-    DATASET_SCHEMA; returns how many."""
+    DATASET_SCHEMA (a dense part, `_files.layers` false, may lack schema.LAYER_COLUMNS); returns how
+    many."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -32,12 +34,16 @@ def upgrade_parts(out: Path, state: State) -> int:
         if not path.is_file():
             continue
         old = pq.read_schema(path)
-        missing = [f for f in DATASET_SCHEMA if f.name not in old.names]
+        lean = row.get("layers") is False
+        missing = [
+            f for f in DATASET_SCHEMA if f.name not in old.names and not (lean and f.name in LAYER_COLUMNS)
+        ]
         if not missing and all(old.field(c).type == pa.int64() for c in BYTE_COLUMNS):
             continue
         table = pq.read_table(path)
-        for f in missing:
-            table = table.append_column(f.name, pa.nulls(table.num_rows, f.type))
+        for f in DATASET_SCHEMA:  # what it lacks, null (a dense part rewritten stores every column)
+            if f.name not in table.column_names:
+                table = table.append_column(f.name, pa.nulls(table.num_rows, f.type))
         dense = not missing and not any(f.nullable for f in old if f.name not in LAYER_COLUMNS)
         schema = pa.schema(
             [f.with_nullable(f.nullable and (not dense or f.name in LAYER_COLUMNS)) for f in DATASET_SCHEMA]

@@ -34,11 +34,16 @@ from tracecore.reader.batch import zero_buffer
 from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, PACKET_SCHEMA
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from tracecore.ingest.control import TaskChannel
 
-# Rows whose every field but the layer columns (RDMA, tunnel: null on TCP rows) is set.
-DENSE_SCHEMA = pa.schema([f.with_nullable(f.name in LAYER_COLUMNS) for f in DATASET_SCHEMA])
-NULLABLE_INDICES = [i for i, f in enumerate(DATASET_SCHEMA) if f.nullable and f.name not in LAYER_COLUMNS]
+# Rows whose every field is set and whose layer columns (RDMA, tunnel) are null: TCP rows. Their part
+# files store only the other columns, declared required (schema version 4; the catalog adds the rest).
+DENSE_INDICES = [i for i, f in enumerate(DATASET_SCHEMA) if f.name not in LAYER_COLUMNS]
+DENSE_SCHEMA = pa.schema([DATASET_SCHEMA.field(i).with_nullable(False) for i in DENSE_INDICES])
+NULLABLE_INDICES = [i for i in DENSE_INDICES if DATASET_SCHEMA.field(i).nullable]
+LAYER_INDICES = [i for i, f in enumerate(DATASET_SCHEMA) if f.name in LAYER_COLUMNS]
 WIDENED_INDICES = [i for i, f in enumerate(PACKET_SCHEMA) if f.type != DATASET_SCHEMA.field(i).type]
 
 # Rows per reader batch = per row group. 128 Ki rows is DuckDB's own row-group size (122 880), fine for
@@ -67,7 +72,8 @@ class CaptureTask:
 @dataclass
 class CaptureResult:
     index: int
-    parts: list[tuple[str, int]] = field(default_factory=list)  # (staged file, rows)
+    # (staged file, rows, whether it stores schema.LAYER_COLUMNS: false for a dense part)
+    parts: list[tuple[str, int, bool]] = field(default_factory=list)
     packets: int = 0
     bytes: int = 0  # sum of frame_len: bytes on the wire
     first_ts_ns: int | None = None
@@ -118,38 +124,44 @@ def widen(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def split_dense(batch: pa.RecordBatch) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
-    """(the rows whose every field is set, as DENSE_SCHEMA; the other rows), None where empty.
-    The layer columns (schema.LAYER_COLUMNS: RDMA, tunnels) are not looked at: they stay nullable.
+    """(the rows whose every field is set and whose layer columns are null, as DENSE_SCHEMA: without
+    the layer columns; the other rows, as DATASET_SCHEMA), None where empty.
 
     Why: a column declared nullable costs Parquet a definition level per value even when none is
     null (measured: 0.195 → 0.135 s of encoding per 3.5 M rows with the nine nullable columns
-    declared required). Training traffic is nearly all TCP over IP, whose rows set every field, so
-    those rows go to part files whose columns are required; ARP, UDP, ICMP and fragments go to
-    nullable ones. Readers (DuckDB, Arrow datasets, Polars) read both kinds as one nullable table.
+    declared required), and so does an all-null one: the fifteen layer columns (schema.LAYER_COLUMNS:
+    RDMA, tunnels) cost TCP ingest +15 % instructions (bench/results/rdma-reader.md). Training
+    traffic is nearly all TCP over IP, whose rows set every field and no layer, so those rows go to
+    part files of required columns without the layer columns; ARP, UDP (RoCE, tunnels), ICMP and
+    fragments go to nullable ones with every column. The catalog reads both as one table.
     """
     columns = batch.columns
-    if not any(columns[i].null_count for i in NULLABLE_INDICES):
-        return pa.RecordBatch.from_arrays(columns, schema=DENSE_SCHEMA), None
+    nullable = [i for i in NULLABLE_INDICES if columns[i].null_count]
+    layered = [i for i in LAYER_INDICES if columns[i].null_count < len(columns[i])]  # a batch with RoCE
+    if not nullable and not layered:
+        return pa.RecordBatch.from_arrays([columns[i] for i in DENSE_INDICES], schema=DENSE_SCHEMA), None
     import pyarrow.compute as pc
 
-    valid = pc.is_valid(columns[NULLABLE_INDICES[0]])
-    for i in NULLABLE_INDICES[1:]:
-        valid = pc.and_(valid, pc.is_valid(columns[i]))
-    n_valid = pc.sum(valid).as_py() or 0
-    if n_valid == 0:
+    dense = None
+    for i in nullable:
+        dense = pc.is_valid(columns[i]) if dense is None else pc.and_(dense, pc.is_valid(columns[i]))
+    for i in layered:  # never true together with a TCP row today; checked so no value can be lost
+        dense = pc.is_null(columns[i]) if dense is None else pc.and_(dense, pc.is_null(columns[i]))
+    n_dense = pc.sum(dense).as_py() or 0
+    if n_dense == 0:
         return None, batch
-    return _rows(batch, valid, n_valid, DENSE_SCHEMA), _rows(batch, pc.invert(valid), len(batch) - n_valid)
+    rest = _rows(batch, pc.invert(dense), len(batch) - n_dense, range(batch.num_columns), DATASET_SCHEMA)
+    return _rows(batch, dense, n_dense, DENSE_INDICES, DENSE_SCHEMA), rest
 
 
 def _rows(
-    batch: pa.RecordBatch, mask: pa.Array, count: int, schema: pa.Schema | None = None
+    batch: pa.RecordBatch, mask: pa.Array, count: int, indices: Iterable[int], schema: pa.Schema
 ) -> pa.RecordBatch:
-    """The `count` rows of `batch` where `mask` is true; an all-null column is sliced, not filtered
-    (a TCP batch's fifteen layer columns: filtering them was most of a split's time)."""
-    columns = [
-        col.slice(0, count) if col.null_count == len(col) else col.filter(mask) for col in batch.columns
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=schema or batch.schema)
+    """Columns `indices` of the `count` rows of `batch` where `mask` is true; an all-null column is
+    sliced, not filtered (a TCP batch's fifteen layer columns: filtering them was most of a split's time)."""
+    columns = [batch.column(i) for i in indices]
+    columns = [col.slice(0, count) if col.null_count == len(col) else col.filter(mask) for col in columns]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def _all_null(typ: pa.DataType, n: int) -> pa.Array:
@@ -195,14 +207,14 @@ class PartSink:
 
     Why a thread: Parquet encoding and zstd run in Arrow's C++ without the GIL, so the next batch is
     decoded by the reader meanwhile. The queue holds at most two batches: memory stays bounded.
-    Each batch is split (`split_dense`) between an open dense and an open sparse part file; a new
-    part (after deep disorder) closes both.
+    Each batch is split (`split_dense`) between an open dense part file (without the layer columns)
+    and an open sparse one (every column); a new part (after deep disorder) closes both.
     """
 
     def __init__(self, stage: Path, index: int, metadata: dict[str, str] | None = None):
         self.stage, self.index = stage, index
         self.metadata = metadata or {}
-        self.parts: list[tuple[str, int]] = []
+        self.parts: list[tuple[str, int, bool]] = []
         self.error: BaseException | None = None
         self._open: dict[bool, tuple[pq.ParquetWriter, int]] = {}  # dense? → (writer, index in parts)
         self._queue: queue.Queue = queue.Queue(maxsize=2)
@@ -212,7 +224,7 @@ class PartSink:
     def put(self, batch: pa.RecordBatch, new_part: bool) -> None:
         self._queue.put((batch, new_part))
 
-    def close(self) -> list[tuple[str, int]]:
+    def close(self) -> list[tuple[str, int, bool]]:
         """Wait for every batch to be written; raises OSError when writing failed."""
         self._queue.put(None)
         self._thread.join()
@@ -247,10 +259,11 @@ class PartSink:
                 _open_writer(path, (DENSE_SCHEMA if dense else DATASET_SCHEMA).with_metadata(self.metadata)),
                 len(self.parts),
             )
-            self.parts.append((str(path), 0))
+            self.parts.append((str(path), 0, not dense))
         writer, slot = self._open[dense]
         writer.write_batch(batch, row_group_size=max(batch.num_rows, 1))
-        self.parts[slot] = (self.parts[slot][0], self.parts[slot][1] + batch.num_rows)
+        path, rows, layers = self.parts[slot]
+        self.parts[slot] = (path, rows + batch.num_rows, layers)
 
     def _close_parts(self) -> None:
         for writer, _ in self._open.values():
@@ -338,7 +351,7 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
     order.flush()  # the packets read before an error are kept
     try:
         res.parts = sink.close()
-        for path, _ in res.parts:
+        for path, _, _ in res.parts:
             fsync(path)
     except OSError as err:  # disk full, staging removed: nothing of this capture is kept
         res.error, res.parts, res.packets, res.bytes = str(err), [], 0, 0
