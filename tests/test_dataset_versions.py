@@ -20,8 +20,9 @@ from tests.test_ingest_support import copy_run
 from tracecore.errors import DatasetVersionError
 from tracecore.ingest import ingest, lock, open_catalog
 from tracecore.ingest.catalog import _meta_of
+from tracecore.ingest.writer import DENSE_SCHEMA
 from tracecore.sample import BOTH_DIRECTIONS_RUN, SAMPLE_RUN, both_directions_run, sample_run
-from tracecore.schema import DATASET_SCHEMA, PACKET_SCHEMA, SCHEMA_VERSION
+from tracecore.schema import DATASET_SCHEMA, LAYER_COLUMNS, PACKET_SCHEMA, SCHEMA_VERSION, part_metadata
 from tracecore.views import view_names
 
 
@@ -50,7 +51,7 @@ def test_every_part_file_says_what_it_holds(sample: Path) -> None:
     for part in parts:
         meta = {k.decode(): v.decode() for k, v in pq.read_metadata(part).metadata.items()}
         assert meta["tracecore.version"] == tracecore.__version__ == "0.1.0"
-        assert meta["tracecore.schema_version"] == str(SCHEMA_VERSION) == "3"
+        assert meta["tracecore.schema_version"] == str(SCHEMA_VERSION) == "4"
         assert meta["tracecore.run"] == SAMPLE_RUN
         assert meta["tracecore.ts_ns"].startswith("UTC nanoseconds since 1970-01-01T00:00:00Z")
         units = json.loads(meta["tracecore.units"])
@@ -79,7 +80,7 @@ def test_packets_has_a_timestamp_column_next_to_ts_ns(sample: Path) -> None:
         assert row[1].replace(microsecond=0) == first
         frame = con.sql("SELECT ts FROM packets LIMIT 3").pl()
         assert frame.schema["ts"] == pl.Datetime("ns")
-        assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("3",)
+        assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("4",)
     finally:
         con.close()
 
@@ -88,8 +89,8 @@ def test_a_dataset_from_a_future_tracecore_is_refused_in_one_line(sample: Path) 
     _set_meta(sample, "schema_version", str(SCHEMA_VERSION + 1))
     before = sorted(p.relative_to(sample) for p in (sample / "packets").rglob("*.parquet"))
     expected = (
-        f"{sample / 'tracecore.duckdb'}: dataset schema version 4 is newer than this tracecore 0.1.0 reads"
-        " (versions 1 to 3); upgrade tracecore (pip install -U tracecore) or re-ingest the captures into"
+        f"{sample / 'tracecore.duckdb'}: dataset schema version 5 is newer than this tracecore 0.1.0 reads"
+        " (versions 1 to 4); upgrade tracecore (pip install -U tracecore) or re-ingest the captures into"
         " a new --data folder"
     )
     with pytest.raises(DatasetVersionError) as err:
@@ -120,6 +121,7 @@ def _make_version_1(out: Path) -> None:
         )
         pq.write_table(table.select(schema.names).cast(schema).replace_schema_metadata(None), part)
     _set_meta(out, "schema_version", None)
+    _set_meta(out, "views_fingerprint", "tracecore 0.1.0")  # that tracecore's catalog format and queries/
 
 
 def test_an_older_dataset_is_read_and_upgraded_by_the_next_ingest(tmp_path: Path, sample: Path) -> None:
@@ -140,9 +142,9 @@ def test_an_older_dataset_is_read_and_upgraded_by_the_next_ingest(tmp_path: Path
     for part in (sample / "packets").rglob("*.parquet"):
         meta = pq.read_metadata(part).metadata
         assert pq.read_schema(part).field("frame_len").type == pa.int64(), part
-        assert meta[b"tracecore.schema_version"] == b"3", part
+        assert meta[b"tracecore.schema_version"] == b"4", part
     con = open_catalog(sample)
-    assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("3",)
+    assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("4",)
     assert (
         con.execute(
             "SELECT count(*), sum(frame_len), sum(l4_payload_len) FROM packets WHERE run = ?",
@@ -156,8 +158,11 @@ def test_an_older_dataset_is_read_and_upgraded_by_the_next_ingest(tmp_path: Path
     )
     stored = con.execute("SELECT sum(frame_len) FROM packets_all").fetchall()[0][0]
     con.close()
-    glob = str(sample / "packets" / "**" / "*.parquet")  # one schema again: Polars scans every file
-    assert pl.scan_parquet(glob).select(pl.col("frame_len").sum()).collect().item() == stored > want[1]
+    glob = str(sample / "packets" / "**" / "*.parquet")  # int64 everywhere: Polars scans every file
+    lazy = pl.scan_parquet(
+        glob, schema=pl.from_arrow(DATASET_SCHEMA.empty_table()).schema, missing_columns="insert"
+    )
+    assert lazy.select(pl.col("frame_len").sum()).collect().item() == stored > want[1]
 
 
 def _make_version_2(out: Path) -> None:
@@ -168,6 +173,7 @@ def _make_version_2(out: Path) -> None:
         meta = dict(old.schema.metadata) | {b"tracecore.schema_version": b"2"}
         pq.write_table(old.select(VERSION_2_COLUMNS).replace_schema_metadata(meta), part)
     _set_meta(out, "schema_version", "2")
+    _set_meta(out, "views_fingerprint", "an older tracecore")  # its catalog format and queries/
 
 
 def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_ingest(
@@ -178,13 +184,19 @@ def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_inges
     _make_version_2(sample)
     con = open_catalog(sample)
     want = con.execute("SELECT count(*), sum(frame_len), count(DISTINCT src_ip) FROM packets").fetchall()[0]
-    assert "dscp" not in [d[0] for d in con.execute("SELECT * FROM packets LIMIT 0").description]
+    assert con.execute("SELECT count(dscp), typeof(any_value(dscp)) FROM packets").fetchall() == [
+        (0, "UTINYINT")
+    ]
     con.close()
     summary = ingest([copy_run(tmp_path / "more", "both")], sample, jobs=1)
     assert not summary.failed
     for part in (sample / "packets").rglob("*.parquet"):
-        assert pq.read_schema(part).names == [f.name for f in DATASET_SCHEMA], part
-        assert pq.read_metadata(part).metadata[b"tracecore.schema_version"] == b"3", part
+        names = pq.read_schema(part).names
+        if f"run={SAMPLE_RUN}" in str(part):  # rewritten: every column, the new ones null
+            assert names == DATASET_SCHEMA.names, part
+        else:  # the new run's: dense parts without the layer columns
+            assert names in (DATASET_SCHEMA.names, DENSE_SCHEMA.names), part
+        assert pq.read_metadata(part).metadata[b"tracecore.schema_version"] == b"4", part
     con = open_catalog(sample)
     rows = con.execute(
         "SELECT run = ? AS old, count(*), sum(frame_len), count(DISTINCT src_ip), count(ip_version),"
@@ -195,7 +207,73 @@ def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_inges
     con.close()
     assert rows == [(False, 2930, 2414910, 4, 2906, 2906, 2906, 0, 0, 0), (True, *want, 17015, 0, 0, 0, 0, 0)]
     meta = _meta_of(sample / "tracecore.duckdb")
-    assert meta["schema_version"] == "3"  # the files were upgraded: the catalog says so
+    assert meta["schema_version"] == "4"  # the files were upgraded: the catalog says so
+
+
+def _make_version_3(out: Path) -> None:
+    """What tracecore wrote before schema version 4: dense parts with every column (the layer columns
+    nullable and null), `_files` without `layers` (read as NULL), `_meta.schema_version` 3."""
+    from tracecore.ingest import catalog, layout
+
+    state = catalog.load_state(out)
+    files = state.tables["_files"]
+    rows = files.to_pylist()
+    for row in rows:
+        if row["layers"] is False:
+            part = out / row["path"]
+            table = pq.read_table(part)
+            for f in DATASET_SCHEMA:
+                if f.name not in table.column_names:
+                    table = table.append_column(f.name, pa.nulls(table.num_rows, f.type))
+            schema = pa.schema([f.with_nullable(f.name in LAYER_COLUMNS) for f in DATASET_SCHEMA])
+            meta = part_metadata(row["run"], row["file"]) | {"tracecore.schema_version": "3"}
+            pq.write_table(table.select(schema.names).cast(schema.with_metadata(meta)), part)
+            row["size"], row["checksum"] = layout.part_id(part)
+        row["layers"] = None
+    state.tables["_files"] = pa.Table.from_pylist(rows, schema=files.schema)
+    state.schema_version = 3
+    catalog.commit_catalog(out, state)
+
+
+def test_a_version_3_dataset_is_read_and_kept_as_it_is_by_the_next_ingest(
+    tmp_path: Path, sample: Path
+) -> None:
+    """Version 3's part files all store every column: they are version 4 files as they are. The
+    dataset reads the same, and the next ingest rewrites none of them, writes its own dense parts
+    without the layer columns and records version 4."""
+    con = open_catalog(sample)
+    want = con.execute("SELECT * FROM packets ORDER BY worker, ts_ns").fetchall()
+    types = con.execute("DESCRIBE packets").fetchall()
+    con.close()
+    _make_version_3(sample)
+    old = {p: p.stat().st_mtime_ns for p in (sample / "packets").rglob("*.parquet")}
+    assert {tuple(pq.read_schema(p).names) for p in old} == {tuple(DATASET_SCHEMA.names)}
+    assert _meta_of(sample / "tracecore.duckdb")["schema_version"] == "3"
+    con = open_catalog(sample)
+    assert con.execute("DESCRIBE packets").fetchall() == types
+    assert con.execute("SELECT * FROM packets ORDER BY worker, ts_ns").fetchall() == want
+    con.close()
+    summary = ingest([copy_run(tmp_path / "more", "both")], sample, jobs=1)
+    assert not summary.failed
+    assert not summary.warnings, summary.warnings  # no part file "changed since it was written"
+    assert {p: p.stat().st_mtime_ns for p in old} == old  # not rewritten
+    assert _meta_of(sample / "tracecore.duckdb")["schema_version"] == "4"
+    con = open_catalog(sample)
+    try:
+        layers = con.execute("SELECT run = ? AS old, layers, count(*) FROM _files GROUP BY ALL ORDER BY ALL",
+                             [SAMPLE_RUN]).fetchall()  # fmt: skip
+        assert layers == [(False, False, 4), (False, True, 4), (True, None, 8)]
+        assert con.execute("DESCRIBE packets").fetchall() == types
+        got = con.execute(
+            "SELECT * FROM packets WHERE run = ? ORDER BY worker, ts_ns", [SAMPLE_RUN]
+        ).fetchall()
+        assert got == want
+        counts = con.execute(
+            "SELECT count(*), count(tcp_flags), count(rdma_opcode) FROM packets"
+        ).fetchall()
+        assert counts == [(17027 + 2930, 17015 + 2906, 0)]
+    finally:
+        con.close()
 
 
 @pytest.mark.parametrize("with_state", [True, False], ids=["state copy", "catalog only"])

@@ -211,13 +211,14 @@ def test_part_files_stay_sorted_when_packets_are_out_of_order(tmp_path: Path) ->
         assert res.status == "ok"
         assert res.packets == len(recs)
         # one dense part (TCP rows, required columns) and one sparse part (the sample's ARP/UDP rows)
-        nullable = [pq.read_schema(path).field("ip_version").nullable for path, _ in res.parts]
+        nullable = [pq.read_schema(path).field("ip_version").nullable for path, _, _ in res.parts]
+        assert [layers for _, _, layers in res.parts] == nullable, name  # only nullable parts store them
         if one_part_each:
             assert sorted(nullable) == [False, True], name
         else:
             assert nullable.count(False) > 1, name
         total = []
-        for path, rows in res.parts:
+        for path, rows, _ in res.parts:
             got = pq.read_table(path, columns=["ts_ns"])["ts_ns"].to_pylist()
             assert len(got) == rows
             assert got == sorted(got), name
@@ -267,6 +268,19 @@ def test_sample_run_carries_gradient_bytes_into_runs(tmp_path: Path) -> None:
         con.close()
 
 
+def _with_null_layers(dense):
+    """A dense batch in DATASET_SCHEMA: the layer columns it leaves out, null."""
+    import pyarrow as pa
+
+    from tracecore.schema import DATASET_SCHEMA
+
+    columns = [
+        dense.column(f.name) if f.name in dense.schema.names else pa.nulls(dense.num_rows, f.type)
+        for f in DATASET_SCHEMA
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=DATASET_SCHEMA)
+
+
 def test_split_dense_sends_rows_with_any_null_to_the_nullable_part() -> None:
     import pyarrow as pa
 
@@ -279,22 +293,32 @@ def test_split_dense_sends_rows_with_any_null_to_the_nullable_part() -> None:
     # worker-0's 4531 packets: 3 ARP replies have null IP fields (tshark -Y 'not tcp': frames 1, 3, 5)
     assert (dense.num_rows, sparse.num_rows) == (4528, 3)
     assert dense.schema == DENSE_SCHEMA
-    # only the layer columns (RDMA, tunnels: none in a TCP capture) stay nullable in the dense part
-    assert tuple(f.name for f in dense.schema if f.nullable) == LAYER_COLUMNS
-    core = [i for i, name in enumerate(dense.schema.names) if name not in LAYER_COLUMNS]
-    assert all(dense.column(i).null_count == 0 for i in core)
-    assert all(dense.column(name).null_count == dense.num_rows for name in LAYER_COLUMNS)
+    # the dense part: every column required, the layer columns (RDMA, tunnels: null on TCP rows) left out
+    assert dense.schema.names == [name for name in DATASET_SCHEMA.names if name not in LAYER_COLUMNS]
+    assert not any(f.nullable for f in dense.schema)
+    assert all(dense.column(i).null_count == 0 for i in range(dense.num_columns))
     assert sparse.schema == DATASET_SCHEMA
     # every sparse row lacks some field besides the layer columns (ARP has no IP, UDP no TCP flags)
+    core = [DATASET_SCHEMA.get_field_index(name) for name in DENSE_SCHEMA.names]
     has_null = [any(sparse.column(i)[r].as_py() is None for i in core) for r in range(sparse.num_rows)]
     assert all(has_null)
     assert dense.num_rows + sparse.num_rows == batch.num_rows
-    both = pa.Table.from_batches([dense.cast(DATASET_SCHEMA), sparse]).sort_by("ts_ns")
+    both = pa.Table.from_batches([sparse, _with_null_layers(dense)]).sort_by("ts_ns")
     assert both["ts_ns"].to_pylist() == sorted(batch.column(0).to_pylist())
     assert both["tcp_flags"].null_count == batch.column("tcp_flags").null_count
-    only_dense, none = split_dense(dense.cast(DATASET_SCHEMA))
+    only_dense, none = split_dense(_with_null_layers(dense))
     assert none is None
     assert only_dense.num_rows == dense.num_rows
+    # a row with every field set and a layer value (none today: RoCE and tunnels ride on UDP) would
+    # lose that value in a dense part: it goes to the nullable part
+    opcode = pa.array([None] * 7 + [0x0A] + [None] * (dense.num_rows - 8), pa.uint8())
+    layered = _with_null_layers(dense).set_column(
+        DATASET_SCHEMA.get_field_index("rdma_opcode"), DATASET_SCHEMA.field("rdma_opcode"), opcode
+    )
+    rest, one = split_dense(layered)
+    assert (rest.num_rows, one.num_rows) == (dense.num_rows - 1, 1)
+    assert one.column("rdma_opcode").to_pylist() == [0x0A]
+    assert one.column("ts_ns").to_pylist() == [dense.column("ts_ns")[7].as_py()]
     none, only_sparse = split_dense(sparse)
     assert none is None
     assert only_sparse.num_rows == sparse.num_rows
@@ -302,8 +326,8 @@ def test_split_dense_sends_rows_with_any_null_to_the_nullable_part() -> None:
 
 def test_split_dense_keeps_every_row_and_layer_value_of_the_rdma_corpus() -> None:
     """Batches mixing TCP rows (dense) with RoCE, IPoIB and tunnel rows (sparse, layer columns set):
-    the two parts hold every row of the batch with every value, the all-null columns sliced and the
-    others filtered."""
+    the two parts hold every row of the batch with every value (the dense part's omitted layer
+    columns are null in the batch), the all-null columns sliced and the others filtered."""
     import pyarrow as pa
 
     from tracecore.ingest.writer import split_dense, widen
@@ -316,8 +340,10 @@ def test_split_dense_keeps_every_row_and_layer_value_of_the_rdma_corpus() -> Non
     for path in files:
         batch = widen(read_capture(path).combine_chunks().to_batches()[0])
         dense, sparse = split_dense(batch)
-        parts = [part.cast(DATASET_SCHEMA) for part in (dense, sparse) if part is not None]
-        both = pa.Table.from_batches(parts, schema=DATASET_SCHEMA)
+        parts = [_with_null_layers(dense)] if dense is not None else []
+        both = pa.Table.from_batches(
+            [*parts, *([sparse] if sparse is not None else [])], schema=DATASET_SCHEMA
+        )
         key = lambda row: repr(sorted(row.items()))  # noqa: E731
         assert sorted(both.to_pylist(), key=key) == sorted(batch.to_pylist(), key=key), path.name
         split += dense is not None and sparse is not None
@@ -350,11 +376,14 @@ def test_widen_keeps_every_value_and_null_of_the_byte_columns() -> None:
 
 def test_dataset_of_dense_and_sparse_parts_reads_the_same_everywhere(tmp_path: Path) -> None:
     """Required-column and nullable part files read as one table by DuckDB, Arrow datasets, pandas
-    and Polars, and equal what the reader decodes."""
+    and Polars, and equal what the reader decodes (the columns every part stores; the layer columns,
+    which dense parts omit, need DATASET_SCHEMA: tests/test_dataset_layers.py)."""
     import duckdb
     import pandas as pd
     import polars as pl
     import pyarrow.dataset as pads
+
+    from tracecore.schema import DATASET_SCHEMA
 
     out = tmp_path / "out"
     ingest([sample_run()], out, jobs=1)
@@ -371,8 +400,11 @@ def test_dataset_of_dense_and_sparse_parts_reads_the_same_everywhere(tmp_path: P
     frame = pd.read_parquet(packets)
     assert len(frame) == expect
     assert int(frame["tcp_flags"].isna().sum()) == expect_nulls
-    lazy = pl.scan_parquet(packets, hive_partitioning=True).select(pl.len(), pl.col("tcp_flags").null_count())
-    assert lazy.collect().row(0) == (expect, expect_nulls)
+    with pytest.raises(pl.exceptions.SchemaError, match="extra column"):  # dense and full parts differ
+        pl.scan_parquet(packets, hive_partitioning=True).select(pl.len()).collect()
+    schema = pl.from_arrow(DATASET_SCHEMA.empty_table()).schema  # README's recipe
+    lazy = pl.scan_parquet(packets, schema=schema, missing_columns="insert", hive_partitioning=True)
+    assert lazy.select(pl.len(), pl.col("tcp_flags").null_count()).collect().row(0) == (expect, expect_nulls)
     got = duckdb.sql(
         f"SELECT count(*), count(*) - count(tcp_flags) FROM read_parquet('{packets}/**/*.parquet')"
     ).fetchall()
