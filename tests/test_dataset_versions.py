@@ -268,9 +268,7 @@ def test_a_version_3_dataset_is_read_and_kept_as_it_is_by_the_next_ingest(
             "SELECT * FROM packets WHERE run = ? ORDER BY worker, ts_ns", [SAMPLE_RUN]
         ).fetchall()
         assert got == want
-        counts = con.execute(
-            "SELECT count(*), count(tcp_flags), count(rdma_opcode) FROM packets"
-        ).fetchall()
+        counts = con.execute("SELECT count(*), count(tcp_flags), count(rdma_opcode) FROM packets").fetchall()
         assert counts == [(17027 + 2930, 17015 + 2906, 0)]
     finally:
         con.close()

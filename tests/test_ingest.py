@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import polars as pl
+import pyarrow as pa
 import pytest
 
 from tests.test_ingest_support import copy_run, tshark
@@ -17,6 +18,7 @@ from tracecore.errors import DatasetError
 from tracecore.ingest import ingest, open_catalog
 from tracecore.reader import read_capture
 from tracecore.sample import BOTH_DIRECTIONS_RUN, SAMPLE_RUN, both_directions_run, sample_root, sample_run
+from tracecore.schema import DATASET_SCHEMA
 
 IPS = ["192.168.17.50", "192.168.17.51", "192.168.17.52", "192.168.17.53"]
 
@@ -130,13 +132,18 @@ def test_parquet_layout_readable_by_polars_and_pandas(dataset: Path) -> None:
     rel = {f.relative_to(dataset).parent.as_posix() for f in files}
     assert f"packets/run={SAMPLE_RUN}/worker=W1" in rel
     assert all(f.name.startswith("part-") for f in files)
-    lf = pl.scan_parquet(dataset / "packets", hive_partitioning=True)
+    schema = pl.from_arrow(DATASET_SCHEMA.empty_table()).schema  # dense parts omit the layer columns
+    lf = pl.scan_parquet(dataset / "packets", schema=schema, missing_columns="insert", hive_partitioning=True)
     by = lf.group_by("run").agg(pl.len().alias("n")).collect().sort("run")
     con = open_catalog(dataset)
     expect = dict(con.execute("SELECT run, count(*) FROM packets_all GROUP BY run").fetchall())
     assert dict(zip(by["run"], by["n"], strict=True)) == expect
-    df = pd.read_parquet(dataset / "packets" / f"run={SAMPLE_RUN}")
+    df = pd.read_parquet(
+        dataset / "packets" / f"run={SAMPLE_RUN}",
+        schema=DATASET_SCHEMA.append(pa.field("worker", pa.string())),
+    )
     assert len(df) == expect[SAMPLE_RUN]
+    assert list(df.columns) == [*DATASET_SCHEMA.names, "worker"]
     assert sorted(df["worker"].astype(str).unique()) == ["W1", "W2", "W3", "W4"]
     runs = pl.read_parquet(dataset / "tables" / "runs.parquet")
     assert set(runs["run"]) == {SAMPLE_RUN, BOTH_DIRECTIONS_RUN}

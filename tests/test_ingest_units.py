@@ -484,3 +484,28 @@ def test_a_draft_that_fails_on_its_thread_is_redone_by_the_commit(tmp_path: Path
     con = open_catalog(out)
     assert con.execute("SELECT count(*) FROM packets").fetchone() == (summary.packets,)
     con.close()
+
+
+def test_time_order_concat_and_take_pass_all_null_columns_through() -> None:
+    """TimeOrder's merge (`_concat`, then `_take` in time order) gives Arrow's own concat and take,
+    whether the layer columns are null in both batches (TCP), in one (TCP and RoCE) or in none."""
+    import numpy as np
+    import pyarrow as pa
+
+    from tracecore.ingest.writer import _concat, _take
+
+    tcp = read_capture(sample_run() / "worker-0-tcpdump.pcap").combine_chunks().to_batches()[0].slice(0, 900)
+    roce = read_capture(REPO.parent / "shared" / "corpus-rdma" / "linlinw5_nccl_ring2_node0.pcap")
+    roce = roce.combine_chunks().to_batches()[0]
+    assert roce.column("rdma_opcode").null_count < roce.num_rows
+    assert tcp.column("rdma_opcode").null_count == tcp.num_rows
+    rng = np.random.default_rng(7)
+    for first, second in [(tcp, roce), (roce, tcp), (tcp, tcp.slice(100, 50)), (roce, roce)]:
+        got = _concat(first, second)
+        want = pa.Table.from_batches([first, second]).unify_dictionaries().combine_chunks().to_batches()[0]
+        assert got.schema == want.schema
+        assert got.to_pylist() == want.to_pylist()
+        order = rng.permutation(got.num_rows)
+        taken = _take(got, order)
+        assert taken.schema == want.schema
+        assert taken.to_pylist() == want.take(order).to_pylist()

@@ -150,8 +150,8 @@ class Columns:
             ),
             _prim(pa.uint8(), tos >> 2, n, v_ip),
             _prim(pa.uint8(), tos & 3, n, v_ip),
-            *(self._rdma(n, valid) if present & V_RDMA else _nulls(RDMA_FIELDS, n)),
-            *(self._tunnel(n, valid, dictionary) if present & V_TUNNEL else _nulls(TUNNEL_FIELDS, n)),
+            *(self._rdma(n, valid) if present & V_RDMA else null_columns(RDMA_FIELDS, n)),
+            *(self._tunnel(n, valid, dictionary) if present & V_TUNNEL else null_columns(TUNNEL_FIELDS, n)),
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=PACKET_SCHEMA)
 
@@ -191,7 +191,7 @@ class Columns:
         ]
 
 
-def _nulls(fields: list[pa.Field], n: int) -> list[pa.Array]:
+def null_columns(fields: list[pa.Field], n: int) -> list[pa.Array]:
     """All-null columns whose validity and values are slices of one shared zero buffer (`zeros`)."""
     zeros = zero_buffer(n * 4)  # enough for the widest, 32-bit, values
     validity = zero_buffer((n + 7) // 8)
