@@ -65,7 +65,12 @@ def view_cost(work: Path, parts: int, reps: int) -> list[tuple[str, float, int]]
     for rel in files:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         os.link(src, root / rel)
-    both = catalog.packets_all_sql(root, files)
+    import pyarrow.parquet as pq
+
+    from tracecore.schema import LAYER_COLUMNS
+
+    lean = LAYER_COLUMNS[0] not in pq.read_schema(src).names  # a dense part (schema version 4)
+    both = catalog.packets_all_sql(root, files, dense=frozenset(files) if lean else frozenset())
     absolute = re.sub(r"CASE WHEN .*? THEN (\[.*?\]) ELSE \[.*?\] END", r"\1", both, count=1)
     assert absolute != both
     rows = []
