@@ -84,8 +84,8 @@ def _side_env(root: Path, cache: Path) -> dict[str, str]:
 def compile_sources(root: Path, env: dict[str, str]) -> None:
     """Byte-compile a side's packages before anything is timed. Why: without cached bytecode (a fresh
     export, or PYTHONDONTWRITEBYTECODE in the caller's environment) every process compiles every
-    module it imports, which measures the length of the sources (head's: +45 ms a process), not what
-    an installed tracecore, whose wheel is byte-compiled when installed, does."""
+    module it imports, which measures the length of the sources (bench/results/rdma-reader.md), not
+    what an installed tracecore, whose wheel is byte-compiled when installed, does."""
     folders = [name for name in ("tracecore", "cli", "runners", "bench") if (root / name).is_dir()]
     subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], cwd=root, env=env, check=True)
 

@@ -150,9 +150,9 @@ def packets_all_sql(
     before the next ingest upgrades its files (`upgrade.py`).
 
     Why two scans and not one `read_parquet(..., union_by_name = true)`: that reads the footer of
-    every part file whenever a query is planned, even of the runs its filter prunes (2 000 files:
-    0.40 s against 0.04 s for a one-run count), and without it DuckDB takes the columns of the
-    first file and drops or refuses the others'."""
+    every part file whenever a query is planned, even of the runs its filter prunes (measured in
+    bench/results/rdma-reader.md), and without it DuckDB takes the columns of the first file and
+    drops or refuses the others'."""
     if not files:
         cols = ", ".join(f"{_null(f)} AS {f.name}" for f in DATASET_FIELDS)
         return (

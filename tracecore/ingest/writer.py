@@ -130,7 +130,7 @@ def split_dense(batch: pa.RecordBatch) -> tuple[pa.RecordBatch | None, pa.Record
     Why: a column declared nullable costs Parquet a definition level per value even when none is
     null (measured: 0.195 → 0.135 s of encoding per 3.5 M rows with the nine nullable columns
     declared required), and so does an all-null one: the fifteen layer columns (schema.LAYER_COLUMNS:
-    RDMA, tunnels) cost TCP ingest +15 % instructions (bench/results/rdma-reader.md). Training
+    RDMA, tunnels) cost TCP ingest most of what RDMA added to it (bench/results/rdma-reader.md). Training
     traffic is nearly all TCP over IP, whose rows set every field and no layer, so those rows go to
     part files of required columns without the layer columns; ARP, UDP (RoCE, tunnels), ICMP and
     fragments go to nullable ones with every column. The catalog reads both as one table.
@@ -275,7 +275,8 @@ def _take(batch: pa.RecordBatch, order: np.ndarray) -> pa.RecordBatch:
     """`batch` in the row order `order` (a permutation); an all-null column is kept as it is.
 
     Why: a TCP batch's fifteen layer columns are all null, and Arrow's take checks the indices and
-    gathers the values of every column (a sixth of TCP ingest's instructions went to sorting them)."""
+    gathers the values of every column; nearly every batch of a real capture is sorted or merged
+    (bench/results/rdma-reader.md)."""
     keep = [i for i, col in enumerate(batch.columns) if col.null_count < len(col)]
     if len(keep) == batch.num_columns:
         return batch.take(order)
