@@ -36,7 +36,7 @@ def test_a_connection_kept_across_a_reingest_loses_its_files(data: Path) -> None
     ingest([sample_run()], data, jobs=1, force=True)  # new part files, the old ones retired
     assert con.execute("SELECT count(*) FROM packets_all").fetchall() == [(SAMPLE_PACKETS,)]
     ingest([sample_run()], data, jobs=1, force=True)  # the old ones deleted
-    with pytest.raises(Exception, match=r"part-0\.parquet"):
+    with pytest.raises(Exception, match=r"part-[0-7]\.parquet"):  # one of the first ingest's files
         con.execute("SELECT count(*) FROM packets_all").fetchall()
     con.close()
 
