@@ -136,6 +136,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", [m for _, m in HELP_EXAMPLES] + readme_examples(), ids=lambda e: e[:60])
 def test_example_runs(example: str, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     here = tmp_path / "cwd"
