@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-shuffled lint system-deps kernels bench bench-captures bench-ab mutants clean
+.PHONY: demo test test-shuffled lint system-deps kernels test-kernels bench bench-captures bench-ab mutants clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,6 +18,10 @@ system-deps:
 kernels: $(STAMP) system-deps
 	$(PY) -m tracecore.reader.aot --if-stale
 
+# The suite compares both builds of the kernels: the module and numba's JIT cache, compiled side by side.
+test-kernels: $(STAMP) system-deps
+	$(PY) -m tracecore.reader.aot --if-stale --jit-cache
+
 demo: $(STAMP) system-deps kernels
 	$(VENV)/bin/tracecore demo
 
@@ -26,12 +30,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/deptry .
 
-test: $(STAMP) system-deps kernels lint
-	$(VENV)/bin/pytest
+# Whole test modules on TEST_WORKERS processes (pytest-xdist; tests/conftest.py puts slow modules first).
+TEST_WORKERS ?= 2
+test: $(STAMP) system-deps test-kernels lint
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The same suite in a random order (pytest-randomly; the seed is printed and
 # `.venv/bin/pytest -p randomly --randomly-seed=N` repeats it): no test may depend on another's order.
-test-shuffled: $(STAMP) system-deps kernels
+test-shuffled: $(STAMP) system-deps test-kernels
 	$(VENV)/bin/pytest -p randomly
 
 # Opt-in, slow: generate real captures (GBs) and run the peer benchmark.

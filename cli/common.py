@@ -6,6 +6,7 @@ Kept free of heavy imports (no pyarrow, duckdb, numba) so `tracecore --help` is 
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -43,9 +44,16 @@ def boundary(func: F) -> F:
 
 
 class PlainUsage(TyperCommand):
-    """A usage line as people write one (`tracecore run [OPTIONS] EXPERIMENT`): Typer wraps a required
-    argument's name in braces (`{experiment}`); give the argument an upper-case metavar with this class."""
+    """A usage line as people write one (`tracecore read [OPTIONS] FILE`): Typer writes a required
+    argument as `{file}` and an optional one as `[file]`; every command is registered with this class."""
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        pieces = super().collect_usage_pieces(ctx)
-        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+        return [_ARGUMENT.sub(_upper_argument, p) for p in super().collect_usage_pieces(ctx)]
+
+
+_ARGUMENT = re.compile(r"^(?:\{([a-z_]+)\}|\[([a-z_]+)\])(\.\.\.)?$")
+
+
+def _upper_argument(m: re.Match) -> str:
+    required, optional, more = m.groups()
+    return (required.upper() if required else f"[{optional.upper()}]") + (more or "")

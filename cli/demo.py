@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 
 
 def register(app: typer.Typer) -> None:
-    app.command("demo")(demo)
+    app.command("demo", cls=PlainUsage)(demo)
 
 
 @boundary

@@ -12,14 +12,14 @@ from typing import Annotated
 
 import typer
 from tracecore.cli.checks import check_file
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Dataset, Runs
 
 from tracecore.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
-    app.command("figure")(figure)
+    app.command("figure", cls=PlainUsage)(figure)
 
 
 @boundary

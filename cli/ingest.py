@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import DatasetOut, Scheduler
 
 from tracecore.errors import ExitCode
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("ingest")(ingest)
+    app.command("ingest", cls=PlainUsage)(ingest)
 
 
 @boundary

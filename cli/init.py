@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 
 
 def register(app: typer.Typer) -> None:
-    app.command("init")(init)
+    app.command("init", cls=PlainUsage)(init)
 
 
 @boundary

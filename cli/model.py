@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.optimus import optimus_app
 from tracecore.cli.optimus_ridge import optimus_ridge
 from tracecore.cli.options import Dataset, Figure, FormatOpt, Out, Runs
@@ -20,7 +20,7 @@ model_app = typer.Typer(
     help="Performance models: data-parallel scaling, Optimus loss/speed, Sec. VI traffic.",
     no_args_is_help=True,
 )
-optimus_app.command("ridge")(optimus_ridge)
+optimus_app.command("ridge", cls=PlainUsage)(optimus_ridge)
 model_app.add_typer(optimus_app, name="optimus")
 
 
@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(model_app, name="model")
 
 
-@model_app.command("scaling")
+@model_app.command("scaling", cls=PlainUsage)
 @boundary
 def scaling(
     times: Annotated[
@@ -107,7 +107,7 @@ def scaling(
     emit_model(result, fmt, out, figure)
 
 
-@model_app.command("traffic")
+@model_app.command("traffic", cls=PlainUsage)
 @boundary
 def traffic(
     data: Dataset = None,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Figure, FormatOpt, Out
 from tracecore.cli.output import Format, emit_model
 
@@ -33,7 +33,7 @@ optimus_app = typer.Typer(
 )
 
 
-@optimus_app.command("fit")
+@optimus_app.command("fit", cls=PlainUsage)
 @boundary
 def optimus_fit(
     log: Annotated[
@@ -69,7 +69,7 @@ def optimus_fit(
     emit_model(result, fmt, out, figure)
 
 
-@optimus_app.command("speed")
+@optimus_app.command("speed", cls=PlainUsage)
 @boundary
 def optimus_speed(
     points: Annotated[Path, typer.Argument(help="CSV with workers,ps,speed (steps/s).")],
@@ -89,7 +89,7 @@ def optimus_speed(
     emit_model(tasks.optimus_speed(points, kind=kind.value, batch=batch), fmt, out, None)
 
 
-@optimus_app.command("time")
+@optimus_app.command("time", cls=PlainUsage)
 @boundary
 def optimus_time(
     theta: Annotated[

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 from tracecore.cli.checks import check_destination
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Dataset, FormatOpt, Limit, Out, Runs, Scheduler
 from tracecore.cli.output import Format, emit
 
@@ -21,7 +21,7 @@ VIEWS = "the view's own (see --describe)"
 
 
 def register(app: typer.Typer) -> None:
-    app.command("query")(query)
+    app.command("query", cls=PlainUsage)(query)
 
 
 @boundary

@@ -13,7 +13,7 @@ from typing import Annotated, TextIO
 
 import typer
 from tracecore.cli.checks import check_destination
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import FormatOpt, Limit, Out
 from tracecore.cli.output import Format, write_batches
 
@@ -31,7 +31,7 @@ PROTOCOLS = {
 
 
 def register(app: typer.Typer) -> None:
-    app.command("read")(read)
+    app.command("read", cls=PlainUsage)(read)
 
 
 @boundary

@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 from tracecore.cli.checks import check_folder
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Dataset, Runs
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(report)
+    app.command("report", cls=PlainUsage)(report)
 
 
 @boundary

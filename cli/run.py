@@ -18,7 +18,12 @@ def register(app: typer.Typer) -> None:
 
 @boundary
 def run(
-    experiment: Annotated[Path, typer.Argument(help="Experiment file (TOML).", metavar="EXPERIMENT")],
+    experiment: Annotated[
+        Path,
+        typer.Argument(
+            help="Experiment file (TOML).",
+        ),
+    ],
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print every host's commands; run nothing.")
     ] = False,

@@ -11,13 +11,13 @@ from typing import Annotated
 
 import typer
 from tracecore.cli.checks import check_destination
-from tracecore.cli.common import boundary
+from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Dataset, FormatOpt, Limit, Out
 from tracecore.cli.output import Format, emit
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sql")(sql)
+    app.command("sql", cls=PlainUsage)(sql)
 
 
 @boundary

@@ -46,7 +46,6 @@ class Host:
     name: str
     ip: str
     interface: str
-    slots: int = 1
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ the same run folder (`--resume`) cancels a job still running there (found by its
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import ipaddress
 import math
@@ -416,7 +417,12 @@ class SlurmBackend(Backend):
         self._sweep(run_dir)
         (run_dir / "logs").mkdir(exist_ok=True)
         (run_dir / SCRIPT).write_text(submit.script or "", encoding="utf-8")
-        out = self._client(list(submit.argv)).stdout.strip()
+        try:
+            out = self._client(list(submit.argv)).stdout.strip()
+        except BaseException:  # Ctrl-C, SIGTERM or no answer: Slurm may have queued the job all the same
+            with contextlib.suppress(SlurmError):
+                self._sweep(run_dir)
+            raise
         job = out.split(";")[0]
         if not job.isdigit():
             raise SlurmError(f"sbatch --parsable printed {out!r}, not a job id")

@@ -91,10 +91,12 @@ class SlurmCluster:
         return subprocess.run(self.login([str(TRACECORE), "run", *args]), env=self.env, capture_output=True,
                               text=True, timeout=timeout, check=False)  # fmt: skip
 
-    def start_run(self, args: list[str]) -> subprocess.Popen:
-        """`tracecore run ARGS` on the login node, in the background (its output in the temp folder)."""
+    def start_run(self, args: list[str], path: str | None = None) -> subprocess.Popen:
+        """`tracecore run ARGS` on the login node, in the background (its output in the temp folder);
+        `path` replaces its PATH (a test's wrapper of a client command first)."""
         log = (self.dir / "runner.log").open("wb")
-        return subprocess.Popen(self.login([str(TRACECORE), "run", *args]), env=self.env, stdout=log,
+        env = self.env | ({"PATH": path} if path else {})
+        return subprocess.Popen(self.login([str(TRACECORE), "run", *args]), env=env, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
 
     def jobs(self, states: str = "all") -> list[tuple[str, str]]:

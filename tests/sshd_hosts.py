@@ -71,6 +71,13 @@ class SshHosts:
             capture_output=True, text=True, timeout=30, check=False,
         )  # fmt: skip
 
+    def close_masters(self) -> None:
+        """End the runner's ssh master connections (`ssh -O exit` on each control socket), which
+        otherwise outlive a killed runner by their ControlPersist (60 s) with a session on each host."""
+        for socket in Path(self.control_dir).glob("*"):
+            subprocess.run(["ssh", "-o", f"ControlPath={socket}", "-O", "exit", "--", "master"],
+                           capture_output=True, timeout=30, check=False)  # fmt: skip
+
     def in_mounts(self, i: int, argv: list[str]) -> subprocess.CompletedProcess:
         """argv in host i's network and mount namespaces (sees its scratch), without ssh."""
         full = ["nsenter", "-t", str(self.sshd[i].pid), "-m", "-n", *argv]

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from tests.test_ingest_support import copy_run, repeat_pcap
 from tracecore.ingest import ingest, open_catalog
@@ -36,6 +37,7 @@ def _peak_rss_kib(path: Path) -> tuple[int, int]:
     return int(packets), int(rss)
 
 
+@pytest.mark.slow
 def test_memory_stays_flat_as_captures_grow(tmp_path: Path) -> None:
     """A real capture grown 10× (its records repeated later in time) costs at most the reader's
     mapped window more resident memory, not the 360 MB it grew by."""

@@ -13,6 +13,7 @@ from bench import ab_commits
 SAMPLE_PACKETS = 17_027
 
 
+@pytest.mark.slow
 def test_ab_commits_smoke(tmp_path: Path) -> None:
     out = tmp_path / "ab.md"
     assert ab_commits.main(["--smoke", "--base", "HEAD", "--out", str(out)]) == 0

@@ -83,6 +83,16 @@ def test_every_default_and_env_var_is_shown(path: tuple[str, ...]) -> None:
     assert missing == []
 
 
+@pytest.mark.parametrize("path", [p for p, c in ALL if not hasattr(c, "commands")], ids=" ".join)
+def test_usage_lines_name_arguments_as_people_write_them(path: tuple[str, ...]) -> None:
+    """`Usage: tracecore read [OPTIONS] FILE`: arguments in upper case, never Typer's `{file}`."""
+    (usage,) = [line.strip() for line in help_of(path).splitlines() if line.strip().startswith("Usage:")]
+    pieces = usage.split()[2 + len(path) :]
+    assert pieces[:1] in ([], ["[OPTIONS]"]), usage
+    for piece in pieces[1:]:
+        assert re.fullmatch(r"\[?[A-Z][A-Z_]*\]?(\.\.\.)?", piece), usage
+
+
 def test_the_dataset_option_names_its_default_and_variable() -> None:
     for path in (("query",), ("ingest",), ("sql",), ("figure",), ("report",), ("model", "traffic")):
         row = option_rows(help_of(path))["--data"]
@@ -136,6 +146,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", [m for _, m in HELP_EXAMPLES] + readme_examples(), ids=lambda e: e[:60])
 def test_example_runs(example: str, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     here = tmp_path / "cwd"

@@ -63,6 +63,7 @@ def _nothing_half_written(out: Path) -> None:
     assert on_disk == listed
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_capture_is_retried_and_each_capture_committed_once(tmp_path: Path) -> None:
     out = tmp_path / "data"
     with dask_processes(tmp_path / "dask", [_pausing(tmp_path), {}]) as cluster:
@@ -77,6 +78,7 @@ def test_a_worker_killed_mid_capture_is_retried_and_each_capture_committed_once(
     assert snapshot(out) == reference()
 
 
+@pytest.mark.slow
 def test_captures_that_kill_their_workers_end_as_failed_captures_not_a_crash(tmp_path: Path) -> None:
     out = tmp_path / "data"
     scheduler_env = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}  # one death is one too many

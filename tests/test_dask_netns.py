@@ -25,6 +25,7 @@ pytestmark = pytest.mark.netns
 PORT = 8786
 
 
+@pytest.mark.slow
 def test_scheduler_and_workers_in_their_own_namespaces_give_the_threads_catalog(tmp_path: Path) -> None:
     require_tool("ip")
     dask = str(Path(sys.executable).with_name("dask"))

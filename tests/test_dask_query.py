@@ -140,6 +140,7 @@ def _differences(data: Path, runs: list[str] | None, part_packets: int, schedule
     return wrong
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["sample", "corpus", "rdma", "nccl"])
 def test_a_local_cluster_gives_the_local_result_for_every_view_split_by_run(
     local_cluster, datasets, name
@@ -148,6 +149,7 @@ def test_a_local_cluster_gives_the_local_result_for_every_view_split_by_run(
     assert _differences(data, runs, part_packets, local_cluster) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["sample", "corpus"])
 def test_scheduler_and_worker_processes_over_tcp_give_the_local_result(tcp_cluster, datasets, name) -> None:
     data, runs, part_packets = datasets[name]

@@ -102,6 +102,7 @@ def plain_duckdb(python: Path, catalog: Path, queries: list[str], cwd: Path, sea
     return json.loads(res.stdout)
 
 
+@pytest.mark.slow
 def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
     sample_dataset: Path, oldest_python: Path, tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tracecore.cli.app import app
 from typer.testing import CliRunner
 
@@ -28,6 +29,7 @@ def test_demo_library_finds_the_gloo_ring(tmp_path: Path) -> None:
     assert result.report.stat().st_size > 100_000  # self-contained: the chart runtime is inline
 
 
+@pytest.mark.slow
 def test_demo_command_prints_every_question_and_the_report(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     result = CliRunner().invoke(app, ["demo", "--out", str(out)], catch_exceptions=False)

@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.test_ingest_support import copy_run
 from tracecore.ingest import ingest, open_catalog
 from tracecore.ingest.lock import dataset_lock
@@ -25,6 +27,7 @@ def _catalog_id(out: Path) -> int:
     return os.stat(out / "tracecore.duckdb").st_ino
 
 
+@pytest.mark.slow
 def test_queries_across_commits_never_miss_a_file(tmp_path: Path) -> None:
     run = copy_run(tmp_path / "src")
     out = tmp_path / "data"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_ingest_support import records
-from tracecore.errors import IngestCancelledError
+from tracecore.errors import ExitCode, IngestCancelledError
 from tracecore.ingest import IngestControl, ingest, open_catalog
 from tracecore.sample import both_directions_run, sample_run
 
@@ -54,6 +54,7 @@ def test_cancelling_one_ingest_leaves_the_other_and_its_progress_alone(tmp_path:
     thread_a.join(WAIT_S)
 
     assert isinstance(outcome["a"], IngestCancelledError)
+    assert outcome["a"].exit_code is ExitCode.INTERRUPTED  # the enum's member, as every other error's
     assert not control_b.cancelled
     assert [c.status for c in summary_b.captures] == ["ingested"] * 4
     assert sum(c.packets for c in summary_b.captures) == b_expected

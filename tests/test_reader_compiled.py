@@ -88,3 +88,31 @@ def test_jit_and_ahead_of_time_kernels_decode_identically(
         "tcpdump__kday1_pre-eabcd87.pcap": (222, 1, 1),
     }
     assert sum(t.num_rows for t, _, _ in ahead.values()) == TOTAL_PACKETS
+
+
+def test_make_test_kernels_fills_the_jit_cache_a_fresh_process_loads() -> None:
+    """`make test-kernels` (aot.py --jit-cache) leaves numba's cache holding every kernel with the
+    argument types the reader passes: a new TRACECORE_JIT=1 process decodes both formats without
+    compiling (the comparison above then costs seconds, not numba's two minutes)."""
+    import subprocess
+    import sys
+
+    built = subprocess.run(
+        [sys.executable, "-m", "tracecore.reader.aot", "--if-stale", "--jit-cache"],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr
+    script = (
+        "from tracecore.reader import compiled, kernel\n"
+        "compiled.fill_jit_cache()\n"
+        "for name in ('pcap_records', 'pcapng_blocks', 'reset_table'):\n"
+        "    stats = getattr(kernel, name).stats\n"
+        "    print(name, sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()]
+    counts = {name: (int(hits), int(misses)) for name, hits, misses in rows}
+    assert set(counts) == {"pcap_records", "pcapng_blocks", "reset_table"}
+    assert all(hits >= 1 and misses == 0 for hits, misses in counts.values()), counts

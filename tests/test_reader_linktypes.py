@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tracecore.reader import CaptureReader
 from tracecore.reader.abi import DEFAULT_VXLAN_PORTS
@@ -16,6 +17,7 @@ from tracecore.reader.linktypes import DECODED, describe
 IPV4_UDP = bytes.fromhex("450000 1c 0000 0000 4011 0000 0a000001 0a000002 0007 0009 0008 0000")
 
 
+@pytest.mark.slow
 def test_the_kernel_decodes_exactly_the_link_types_named_decoded() -> None:
     from tracecore.reader import kernel
 

@@ -74,6 +74,7 @@ def test_report_is_one_self_contained_file(report) -> None:
     assert "Table II" in page
 
 
+@pytest.mark.slow
 def test_report_draws_every_chart_offline_without_console_errors(report, tmp_path) -> None:
     dom = chromium(report, tmp_path, "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]

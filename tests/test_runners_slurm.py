@@ -5,6 +5,7 @@ names and paths, the state without sacct, loss refused, and the dry run's exact 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -204,6 +205,33 @@ def test_ctrl_c_or_sigterm_cancels_the_job_and_keeps_the_run_apart(
     meta = tomllib.loads((failed / "run.toml").read_text())
     assert meta["result"] == meta["result"] | {"status": "failed", "reason": f"interrupted ({what})"}
     assert (failed / "logs" / "w0.out").read_text().startswith("rank 0 up\n")
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_ctrl_c_while_sbatch_answers_cancels_the_job_it_queued(cluster: SlurmCluster, tmp_path: Path) -> None:
+    """Ctrl-C after slurmctld queued the job but before sbatch printed its id (a slow controller): the
+    runner finds the job by its comment and cancels it. Before, the job stayed queued and later started
+    on the nodes with nobody watching (here it then FAILED on the run folder moved to _failed/)."""
+    wrapper, mark = tmp_path / "bin", tmp_path / "submitted"
+    wrapper.mkdir()
+    real = shutil.which("sbatch")
+    (wrapper / "sbatch").write_text(f'#!/bin/sh\n"{real}" "$@" >/dev/null\ntouch "{mark}"\nexec sleep 60\n')
+    (wrapper / "sbatch").chmod(0o755)
+    program = ["sh", "-c", "exec sleep 300"]
+    exp = write(tmp_path, experiment(tmp_path / "out", program))
+    proc = cluster.start_run([str(exp)], path=f"{wrapper}:{os.environ['PATH']}")
+    deadline = time.monotonic() + 60
+    while not mark.exists():
+        assert proc.poll() is None, (cluster.dir / "runner.log").read_text()
+        assert time.monotonic() < deadline, "sbatch never submitted"
+        time.sleep(0.1)
+    (job,) = [j for j, state in cluster.jobs() if state in ("PENDING", "CONFIGURING", "RUNNING")]
+    proc.send_signal(signal.SIGINT)
+    rc, log = _exit(proc, cluster)
+    assert rc == 130, log
+    assert dict(cluster.jobs())[job] == "CANCELLED"
+    assert cluster.leftovers() == CLEAN
 
 
 @pytest.mark.netns

@@ -91,7 +91,7 @@ class ClusterError(TracecoreError):
 class IngestCancelledError(TracecoreError):
     """An ingest was cancelled through its IngestControl before it committed anything."""
 
-    exit_code = 130
+    exit_code = ExitCode.INTERRUPTED
 
 
 class Interrupted(KeyboardInterrupt):

@@ -22,6 +22,7 @@ import hashlib
 import importlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import warnings
@@ -139,15 +140,38 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=HERE, help="folder for the module [tracecore/reader]")
     parser.add_argument("--if-stale", action="store_true", help="build only when missing or out of date")
+    parser.add_argument(
+        "--jit-cache",
+        action="store_true",
+        help="also fill numba's cache of the JIT kernels (TRACECORE_JIT=1), in a second process alongside",
+    )
     args = parser.parse_args(argv)
-    if args.if_stale and args.out.resolve() == HERE and is_current():
+    jit = _start_jit_cache() if args.jit_cache else None
+    rc = _build_unless_current(args.out, args.if_stale)
+    if jit is not None:
+        _, err = jit.communicate()
+        if jit.returncode != 0:
+            print(f"tracecore.reader.aot: filling the JIT cache failed:\n{err.strip()}", file=sys.stderr)
+            rc = rc or 1
+    return rc
+
+
+def _build_unless_current(out: Path, if_stale: bool) -> int:
+    if if_stale and out.resolve() == HERE and is_current():
         return 0
     if shutil.which(os.environ.get("CC", "cc")) is None and shutil.which("gcc") is None:
         print("tracecore.reader.aot: no C compiler (cc/gcc) found; install gcc", file=sys.stderr)
         return 1
-    path = build(args.out)
+    path = build(out)
     print(f"built {path} (fingerprint {fingerprint():x})")
     return 0
+
+
+def _start_jit_cache() -> subprocess.Popen:
+    """numba compiles the JIT kernels into its on-disk cache while this process builds the module:
+    two single-threaded compilations side by side (a warm cache makes it a few seconds)."""
+    argv = [sys.executable, "-m", "tracecore.reader.compiled"]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 if __name__ == "__main__":
