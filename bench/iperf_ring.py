@@ -22,10 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracecore.ingest.runname import format_loss, format_run_name
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 from tracecore.runners.testbed import CaptureStats, Testbed, TestbedError
-
-from tracecore.ingest.runname import format_loss, format_run_name
 
 
 def human_size(n: float) -> str:

@@ -22,11 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-from tracecore.runners.testbed import TestbedError, cleanup_stale
-from tracecore.runners.torch_ddp import DDPConfig, run_ddp
-
 from bench._deps import ensure_torch
 from bench.iperf_ring import RingConfig, human_size, run_iperf_ring
+from tracecore.runners.testbed import TestbedError, cleanup_stale
+from tracecore.runners.torch_ddp import DDPConfig, run_ddp
 
 REPO = Path(__file__).resolve().parent.parent
 FULL_SNAPLEN = 262144

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from tracecore.cli.common import PlainUsage, boundary
 
 
@@ -29,7 +30,6 @@ def demo(
 
     from tracecore.cli.ingest import print_summary
     from tracecore.cli.output import render
-
     from tracecore.demo import SHOWN, run_demo
     from tracecore.sample import SAMPLE_RUN
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from tracecore.cli.checks import check_file
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Dataset, Runs
-
 from tracecore.errors import UsageError
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import DatasetOut, Scheduler
-
 from tracecore.errors import ExitCode
 
 if TYPE_CHECKING:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.optimus import optimus_app
 from tracecore.cli.optimus_ridge import optimus_ridge

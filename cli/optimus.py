@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Figure, FormatOpt, Out
 from tracecore.cli.output import Format, emit_model

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from tracecore.cli.common import boundary
 from tracecore.cli.options import FormatOpt, Out
 from tracecore.cli.output import Format, emit_model

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from tracecore.cli.output import TABLE_ROWS, Format
 
 DATA_ENV = "TRACECORE_DATA"  # read by click for the help's sake; ingest.layout.default_data_dir owns the rule

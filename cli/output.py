@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 import typer
-from tracecore.cli.checks import check_destination, check_file
 
+from tracecore.cli.checks import check_destination, check_file
 from tracecore.figures.render import save
 from tracecore.json_values import json_rows
 

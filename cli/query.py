@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Dataset, FormatOpt, Limit, Out, Runs, Scheduler
 from tracecore.cli.output import Format, emit
-
 from tracecore.errors import UsageError
 
 VIEWS = "the view's own (see --describe)"

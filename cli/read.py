@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, TextIO
 
 import typer
+
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import FormatOpt, Limit, Out

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from tracecore.cli.checks import check_folder
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Dataset, Runs

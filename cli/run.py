@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from tracecore.cli.common import PlainUsage, boundary
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Dataset, FormatOpt, Limit, Out

@@ -21,6 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracecore import __version__
+from tracecore.errors import ExitCode, Interrupted, Terminated, TracecoreError
+from tracecore.ingest.runname import format_loss
 from tracecore.runners.backend import Backend, Step
 from tracecore.runners.clocks import measure_offsets
 from tracecore.runners.experiment import Experiment, ExperimentError, RunSpec, load_experiment
@@ -28,10 +31,6 @@ from tracecore.runners.launchers import DDP_META, HostCommand, host_commands
 from tracecore.runners.loss import choose_method
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 from tracecore.runners.signals import as_interrupts
-
-from tracecore import __version__
-from tracecore.errors import ExitCode, Interrupted, Terminated, TracecoreError
-from tracecore.ingest.runname import format_loss
 
 IDLE_HEAD_S = 0.3  # capture before training starts, so the first packets are never missed
 Progress = Callable[[str], None]

@@ -26,9 +26,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from tracecore.runners.experiment import ExperimentError, LauncherSettings, RunSpec
-
 from tracecore.ingest.runname import format_loss
+from tracecore.runners.experiment import ExperimentError, LauncherSettings, RunSpec
 
 # kungfu-run's -strategy values (lsds/KungFu srcs/go/kungfu/base/strategy.go; AUTO: STAR on one host, else
 # BINARY_TREE_STAR)

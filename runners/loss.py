@@ -17,9 +17,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from tracecore.runners.backend import Step
-
 from tracecore.errors import ExitCode, TracecoreError
+from tracecore.runners.backend import Step
 
 NETEM_PROBE = ("unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "loss", "1%")
 

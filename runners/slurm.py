@@ -40,13 +40,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from tracecore.errors import ExitCode, TracecoreError
 from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
 from tracecore.runners.experiment import BackendSettings, CaptureSettings, ExperimentError
 from tracecore.runners.launchers import Host, HostCommand
 from tracecore.runners.ssh import IFACE_NAME, LOSS_TABLE, egress_loss_ruleset
 from tracecore.runners.testbed import CaptureStats, read_tcpdump_report, tcpdump_argv
-
-from tracecore.errors import ExitCode, TracecoreError
 
 SCRIPT = "slurm-job.sh"  # the batch script, kept in the run folder
 BOOK = ".tracecore"  # the job's bookkeeping in the run folder (removed at the end)

@@ -33,6 +33,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracecore.errors import ExitCode, TracecoreError
 from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
 from tracecore.runners.clocks import CLOCK_LOOP
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
@@ -46,8 +47,6 @@ from tracecore.runners.loss import (
     netem_show_argv,
 )
 from tracecore.runners.testbed import CaptureStats, pid_alive, read_tcpdump_report, tcpdump_argv
-
-from tracecore.errors import ExitCode, TracecoreError
 
 LOSS_TABLE = "tracecore_loss"
 BOOK = ".tracecore"  # per-run bookkeeping folder on each host: pidfiles, exit codes, outputs

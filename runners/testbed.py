@@ -39,9 +39,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracecore.runners.signals import as_interrupts
-
 from tracecore.errors import ExitCode, TracecoreError
+from tracecore.runners.signals import as_interrupts
 
 __all__ = [
     "CaptureStats",

@@ -30,11 +30,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tracecore.ingest.runname import format_loss, format_run_name
 from tracecore.runners.launchers import ddp_worker_argv
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 from tracecore.runners.testbed import CaptureStats, Testbed, TestbedError
-
-from tracecore.ingest.runname import format_loss, format_run_name
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

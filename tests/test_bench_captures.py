@@ -12,12 +12,12 @@ from pathlib import Path
 
 import dpkt
 import pytest
-from tracecore.runners.testbed import list_netns
 
 from bench.make_captures import MATRIX_SMALL, parse_size, parse_snaplen
 from bench.ring_physics import check_ring, pair_bytes
 from tests.commands import start_module
 from tests.conftest import netns_made_by, require_tool
+from tracecore.runners.testbed import list_netns
 from tracecore.sample import both_directions_run, sample_root, sample_run
 
 IPS = ["192.168.17.50", "192.168.17.51", "192.168.17.52", "192.168.17.53"]

@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-import tracecore.cli
 import typer
-from tracecore.cli.app import COMMAND_MODULES, app
-from tracecore.cli.common import boundary
 from typer.testing import CliRunner
 
+import tracecore.cli
+from tracecore.cli.app import COMMAND_MODULES, app
+from tracecore.cli.common import boundary
 from tracecore.errors import ExitCode
 
 runner = CliRunner()

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import typer
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
+from tracecore.cli.app import app
 from tracecore.sample import SAMPLE_RUN, sample_run
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from tracecore.runners.testbed import Testbed
 
 from tests.conftest import netns_made_by, require_tool
 from tests.test_dask_support import START_S, inputs, reference, snapshot
+from tracecore.runners.testbed import Testbed
 
 pytestmark = pytest.mark.netns
 

@@ -12,11 +12,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
 import tracecore
 from tests.test_ingest_support import copy_run
+from tracecore.cli.app import app
 from tracecore.errors import DatasetVersionError
 from tracecore.ingest import ingest, lock, open_catalog
 from tracecore.ingest.catalog import _meta_of

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
+from tracecore.cli.app import app
 from tracecore.demo import SHOWN, run_demo
 
 

@@ -24,11 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
 from tests.test_views_support import SAMPLE
 from tracecore import figures
+from tracecore.cli.app import app
 from tracecore.figures import render, timeseries, traffic
 from tracecore.query import run_view
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
+from tracecore.cli.app import app
 from tracecore.sample import SAMPLE_RUN, sample_run
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,10 +7,10 @@ import string
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tracecore.runners.torch_ddp import DDPConfig
 
 from tracecore.errors import UsageError
 from tracecore.ingest.runname import FIELDS, format_loss, format_run_name, parse_run_name
+from tracecore.runners.torch_ddp import DDPConfig
 
 field_text = st.text(string.ascii_letters + string.digits + "_.", min_size=1, max_size=12)
 loss = st.one_of(

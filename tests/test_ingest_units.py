@@ -227,8 +227,9 @@ def test_part_files_stay_sorted_when_packets_are_out_of_order(tmp_path: Path) ->
 
 
 def test_cli_prints_a_summary_table_and_reruns_skip(tmp_path: Path) -> None:
-    from tracecore.cli.app import app
     from typer.testing import CliRunner
+
+    from tracecore.cli.app import app
 
     runner = CliRunner()
     args = ["ingest", str(sample_run()), "--out", str(tmp_path / "out"), "--quiet"]

@@ -6,8 +6,9 @@ import shutil
 from pathlib import Path
 
 import duckdb
-from tracecore.cli.app import app
 from typer.testing import CliRunner
+
+from tracecore.cli.app import app
 
 DATA = Path(__file__).parent / "data" / "logs"
 REPO = Path(__file__).resolve().parent.parent

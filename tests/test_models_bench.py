@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
 from tests.commands import run_module
+from tracecore.cli.app import app
 from tracecore.models import optimus
 from tracecore.models.loss_input import loss_points
 

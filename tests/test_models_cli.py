@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from tracecore.cli.app import app
 from typer.testing import CliRunner
+
+from tracecore.cli.app import app
 
 DATA = Path(__file__).parent / "data" / "logs"
 REPO = Path(__file__).resolve().parent.parent

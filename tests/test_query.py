@@ -8,11 +8,11 @@ import json
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
 from tests.test_views_support import BOTH, SAMPLE, dataset_dir, open_dataset, packets
 from tracecore import query, views
+from tracecore.cli.app import app
 from tracecore.errors import UsageError
 
 runner = CliRunner()

@@ -7,9 +7,9 @@ import io
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
+from tracecore.cli.app import app
 from tracecore.reader import read_capture
 from tracecore.schema import PACKET_COLUMNS
 

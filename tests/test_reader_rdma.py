@@ -329,8 +329,9 @@ def test_jit_and_ahead_of_time_kernels_agree_on_the_rdma_corpus(corpus: Path) ->
 def test_read_names_roce_operations_and_tunnels(corpus: Path) -> None:
     """`tracecore read` shows RoCE and tunnel packets as a person recognises them: operation and QP
     (tshark's Info words: 'RC RDMA Write Only QP=0x000027'), VNI and the inner addresses."""
-    from tracecore.cli.app import app
     from typer.testing import CliRunner
+
+    from tracecore.cli.app import app
 
     def table(name: str, *args: str) -> list[str]:
         result = CliRunner().invoke(app, ["read", str(corpus / name), *args])

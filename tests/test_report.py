@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
 from tests.conftest import require_tool
 from tests.test_figures import decode_png
 from tests.test_views_support import BOTH, SAMPLE
 from tracecore import figures
+from tracecore.cli.app import app
 from tracecore.report import write_report
 
 runner = CliRunner()

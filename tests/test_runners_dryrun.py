@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
 from tracecore.cli.app import app
 from tracecore.runners.launchers import KUNGFU_STRATEGIES
-from typer.testing import CliRunner
 
 runner = CliRunner()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tracecore.runners.experiment import ExperimentError, load_experiment
 
 from tracecore.errors import UsageError
 from tracecore.ingest.runname import format_run_name, parse_run_name
+from tracecore.runners.experiment import ExperimentError, load_experiment
 
 BASE = """
 [matrix]

@@ -4,6 +4,7 @@ snapshot-tested through `tracecore run --dry-run` in tests/test_runners_dryrun.p
 from __future__ import annotations
 
 import pytest
+
 from tracecore.runners.experiment import ExperimentError, LauncherSettings, RunSpec
 from tracecore.runners.launchers import Host, host_commands
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tracecore.runners.clocks import CLOCK_LOOP, measure_offsets, parse_clock_ns
 from tracecore.runners.launchers import Host
 from tracecore.runners.loss import LossMethodError, choose_method, netem_dropped

@@ -13,12 +13,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
 from bench._deps import ensure_torch
 from tests.conftest import netns_made_by, require_tool
 from tests.runs import check_clocks, check_failed_run, check_loss, check_ok_ddp_run, netem_works
+from tracecore.cli.app import app
 from tracecore.ingest.runname import parse_run_name
 
 REPO = Path(__file__).resolve().parent.parent

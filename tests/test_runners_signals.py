@@ -9,9 +9,9 @@ import threading
 import time
 
 import pytest
-from tracecore.runners.signals import HANDLED, as_interrupts
 
 from tracecore.errors import ExitCode, Terminated
+from tracecore.runners.signals import HANDLED, as_interrupts
 
 
 @pytest.fixture

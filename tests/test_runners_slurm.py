@@ -14,13 +14,13 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
 from bench._deps import ensure_torch
 from tests.conftest import netns_made_by
 from tests.slurm_cluster import SlurmCluster, missing_tools, slurm_cluster
 from tests.test_runners_ssh import HOSTILE, _toml, write
+from tracecore.cli.app import app
 
 runner = CliRunner()
 NAME = "torch_ddp-resnet8w4-sgd-4-gloo-normal-ring"

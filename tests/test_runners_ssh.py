@@ -13,12 +13,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
 from tests.conftest import netns_made_by
 from tests.runs import check_clocks, check_failed_run, check_loss, check_ok_ddp_run, netem_works
 from tests.sshd_hosts import SshHosts, ssh_hosts
+from tracecore.cli.app import app
 
 runner = CliRunner()
 TRACECORE = Path(sys.executable).parent / "tracecore"

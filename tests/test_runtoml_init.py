@@ -7,9 +7,9 @@ import shutil
 import tomllib
 from pathlib import Path
 
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
+from tracecore.cli.app import app
 from tracecore.ingest import ingest, open_catalog
 from tracecore.ingest.runtoml import write_run_toml
 from tracecore.sample import sample_run

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import dpkt
 import pytest
-from tracecore.runners.testbed import Testbed, TestbedError, cleanup_stale, list_netns
 
 from tests.conftest import netns_made_by, require_tool
+from tracecore.runners.testbed import Testbed, TestbedError, cleanup_stale, list_netns
 
 pytestmark = pytest.mark.netns
 

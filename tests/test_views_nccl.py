@@ -15,9 +15,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tracecore.cli.app import app
 from typer.testing import CliRunner
 
+from tracecore.cli.app import app
 from tracecore.sample import both_directions_run
 
 REPO = Path(__file__).resolve().parent.parent
