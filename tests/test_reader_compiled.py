@@ -104,8 +104,8 @@ def test_make_test_kernels_fills_the_jit_cache_a_fresh_process_loads() -> None:
     )
     assert built.returncode == 0, built.stderr
     script = (
-        "from tracecore.reader import compiled, kernel\n"
-        "compiled.fill_jit_cache()\n"
+        "from tracecore.reader import jit_cache, kernel\n"
+        "jit_cache.fill_jit_cache()\n"
         "for name in ('pcap_records', 'pcapng_blocks', 'reset_table'):\n"
         "    stats = getattr(kernel, name).stats\n"
         "    print(name, sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))\n"

@@ -170,7 +170,7 @@ def _build_unless_current(out: Path, if_stale: bool) -> int:
 def _start_jit_cache() -> subprocess.Popen:
     """numba compiles the JIT kernels into its on-disk cache while this process builds the module:
     two single-threaded compilations side by side (a warm cache makes it a few seconds)."""
-    argv = [sys.executable, "-m", "tracecore.reader.compiled"]
+    argv = [sys.executable, "-m", "tracecore.reader.jit_cache"]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
