@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import typer
-from typer.core import TyperCommand
+from typer.core import TyperArgument, TyperCommand
 
 from tracecore.errors import ExitCode, TracecoreError
 
@@ -47,11 +47,17 @@ class PlainUsage(TyperCommand):
     """A usage line as people write one (`tracecore read [OPTIONS] FILE`): Typer writes a required
     argument as `{file}` and an optional one as `[file]`; every command is registered with this class."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:  # the Arguments panel and "Missing argument 'FILE'" too
+            if isinstance(param, TyperArgument) and param.metavar is None and param.name:
+                param.metavar = param.name.upper()
+
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return [_ARGUMENT.sub(_upper_argument, p) for p in super().collect_usage_pieces(ctx)]
 
 
-_ARGUMENT = re.compile(r"^(?:\{([a-z_]+)\}|\[([a-z_]+)\])(\.\.\.)?$")
+_ARGUMENT = re.compile(r"^(?:\{([A-Za-z_]+)\}|\[([A-Za-z_]+)\])(\.\.\.)?$")
 
 
 def _upper_argument(m: re.Match) -> str:

@@ -83,14 +83,26 @@ def test_every_default_and_env_var_is_shown(path: tuple[str, ...]) -> None:
     assert missing == []
 
 
-@pytest.mark.parametrize("path", [p for p, c in ALL if not hasattr(c, "commands")], ids=" ".join)
-def test_usage_lines_name_arguments_as_people_write_them(path: tuple[str, ...]) -> None:
-    """`Usage: tracecore read [OPTIONS] FILE`: arguments in upper case, never Typer's `{file}`."""
-    (usage,) = [line.strip() for line in help_of(path).splitlines() if line.strip().startswith("Usage:")]
+LEAVES = [(p, c) for p, c in ALL if not hasattr(c, "commands")]
+
+
+@pytest.mark.parametrize(("path", "command"), LEAVES, ids=[" ".join(p) for p, _ in LEAVES])
+def test_usage_lines_name_arguments_as_people_write_them(path: tuple[str, ...], command: Any) -> None:
+    """`Usage: tracecore read [OPTIONS] FILE`, the Arguments panel and "Missing argument 'FILE'" name
+    arguments in upper case, never as Typer's `{file}`."""
+    text = help_of(path)
+    (usage,) = [line.strip() for line in text.splitlines() if line.strip().startswith("Usage:")]
     pieces = usage.split()[2 + len(path) :]
     assert pieces[:1] in ([], ["[OPTIONS]"]), usage
     for piece in pieces[1:]:
         assert re.fullmatch(r"\[?[A-Z][A-Z_]*\]?(\.\.\.)?", piece), usage
+    arguments = [p for p in command.params if isinstance(p, typer.core.TyperArgument)]
+    for argument in arguments:
+        assert re.search(rf"│ [* ] +{argument.name.upper()} ", text), (argument.name, text)
+    if arguments and arguments[0].required:
+        result = runner.invoke(app, list(path), env=WIDE, terminal_width=250)
+        assert result.exit_code == 2
+        assert f"Missing argument '{arguments[0].name.upper()}" in result.output
 
 
 def test_the_dataset_option_names_its_default_and_variable() -> None:
