@@ -1,10 +1,12 @@
-"""The capture generator (smoke mode, real namespaces + iperf3 + DDP) and the embedded sample."""
+"""The capture generator (smoke mode, real namespaces + iperf3 + DDP, generated once for the module and
+ingested as tshark reads it) and the embedded sample."""
 
 from __future__ import annotations
 
 import collections
 import math
 import os
+import shutil
 import signal
 import time
 import tomllib
@@ -17,6 +19,8 @@ from bench.make_captures import MATRIX_SMALL, parse_size, parse_snaplen
 from bench.ring_physics import check_ring, pair_bytes
 from tests.commands import start_module
 from tests.conftest import netns_made_by, require_tool
+from tests.test_ingest_support import tshark
+from tracecore.ingest import ingest, open_catalog
 from tracecore.runners.testbed import list_netns
 from tracecore.sample import both_directions_run, sample_root, sample_run
 
@@ -128,14 +132,15 @@ def test_both_direction_sample_has_every_packet_twice() -> None:
 
 
 # ---- the generator, for real (root, namespaces, iperf3, torch) ---------------------------------
-@pytest.mark.netns
-@pytest.mark.slow
-def test_make_captures_smoke(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`bench.make_captures --smoke` run once for this module's tests: the folder it wrote."""
     for tool in ("ip", "tcpdump", "ethtool", "iperf3"):
         require_tool(tool)
     if os.geteuid() != 0:
         pytest.fail("the capture generator needs root (network namespaces)")
-    proc = start_module("bench.make_captures", "--smoke", "--out", str(tmp_path))
+    out = tmp_path_factory.mktemp("smoke")
+    proc = start_module("bench.make_captures", "--smoke", "--out", str(out))
     try:
         _out, err = proc.communicate(timeout=600)
     finally:
@@ -144,7 +149,13 @@ def test_make_captures_smoke(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 0, err[-3000:]
     assert not netns_made_by(proc.pid)  # nothing of its own left behind (others' namespaces ignored)
-    runs = sorted(p.name for p in tmp_path.iterdir())
+    return out
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_make_captures_smoke(smoke: Path) -> None:
+    runs = sorted(p.name for p in smoke.iterdir())
     assert runs == [
         "iperf3-bulk_800kB_s128-none-0-tcp-normal-ring",
         "torch_ddp-resnet8w4-sgd-4-gloo-normal-ring",
@@ -153,7 +164,7 @@ def test_make_captures_smoke(tmp_path: Path) -> None:
     # iperf3 ring: worker i sends bulk data to worker i+1; the reverse pairs carry ACKs only.
     # (iperf3 -n ends the test once its last 128 KiB block is written, and the server resets
     # the connection, so part of the last block may never reach the wire.)
-    ring = tmp_path / runs[0]
+    ring = smoke / runs[0]
     pb = pair_bytes(ring)
     assert set(pb) == {(IPS[i], IPS[(i + 1) % 4]) for i in range(4)} | {
         (IPS[(i + 1) % 4], IPS[i]) for i in range(4)
@@ -169,7 +180,7 @@ def test_make_captures_smoke(tmp_path: Path) -> None:
     assert all(w["dropped_by_kernel"] == 0 for w in meta["capture"]["worker"])
 
     # DDP: real gloo ring, paper log format, physics.
-    ddp = tmp_path / runs[1]
+    ddp = smoke / runs[1]
     assert sorted(p.name for p in ddp.iterdir()) == ["run.toml", "train_history.log"] + [
         f"worker-{i}-tcpdump.pcap" for i in range(4)
     ]
@@ -180,6 +191,37 @@ def test_make_captures_smoke(tmp_path: Path) -> None:
     rep = check_ring(ddp)
     assert rep.direction == "i -> i-1"
     assert 1.0 <= rep.ratio <= 1.1
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_smoke_captures_ingest_like_tshark_reads_them(smoke: Path, tmp_path: Path) -> None:
+    """The fresh captures ingest as tshark reads them, with the workers' addresses inferred from the
+    packets (run.toml set aside), W1..W4 in address order."""
+    shutil.copytree(smoke, tmp_path / "caps", copy_function=os.link)
+    runs = sorted(p for p in (tmp_path / "caps").iterdir() if p.is_dir())
+    assert len(runs) == 2
+    for run in runs:  # infer addresses from the packets, not from the generator's notes
+        (run / "run.toml").unlink()
+    summary = ingest([tmp_path / "caps"], tmp_path / "out", jobs=4, parallel_min_bytes=0)
+    assert not summary.failed, summary.to_json()
+    con = open_catalog(tmp_path / "out")
+    for run in runs:
+        meta = tomllib.loads((smoke / run.name / "run.toml").read_text())
+        ips = {w["file"]: w["ip"] for w in meta["capture"]["worker"]}
+        for i, pcap in enumerate(sorted(run.glob("worker-*-tcpdump.pcap"))):
+            got = con.execute(
+                "SELECT w.worker, w.ip, count(*), sum(p.frame_len)"
+                " FROM packets p JOIN workers w USING (run, worker)"
+                " WHERE p.run = ? AND w.capture = ? GROUP BY ALL",
+                [run.name, pcap.name.removesuffix(".pcap")],
+            ).fetchone()
+            assert got[:2] == (f"W{i + 1}", ips[pcap.name])  # .50 → W1 … .53 → W4
+            assert got[2:] == tshark(pcap)
+        parsed = con.execute(
+            "SELECT name_parsed, n_workers, capture_mode FROM runs WHERE run = ?", [run.name]
+        )
+        assert parsed.fetchone() == (True, 4, "sender-only")
 
 
 @pytest.mark.netns
