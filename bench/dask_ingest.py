@@ -135,7 +135,7 @@ def main() -> None:
         input_gb = sum(p.stat().st_size for r in big for p in r.glob("*.pcap")) / 1e9
         start = time.perf_counter()
         with LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, local_directory=root
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", local_directory=root
         ) as cluster:
             up_s = time.perf_counter() - start
             walls: dict[tuple[str, str], list[float]] = {}

@@ -64,7 +64,7 @@ def main() -> None:
         }
         start = time.perf_counter()
         with LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, local_directory=root
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", local_directory=root
         ) as cluster:
             up_s = time.perf_counter() - start
             walls: dict[tuple[str, str, str], list[float]] = {}

@@ -27,7 +27,7 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory):
         n_workers=2,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,
+        dashboard_address=":0",  # else its HTTP server takes :8787, and a second cluster warns
         local_directory=str(tmp_path_factory.mktemp("dask-local")),
     ) as cluster:
         yield cluster

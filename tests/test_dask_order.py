@@ -48,7 +48,7 @@ def one_at_a_time(tmp_path_factory: pytest.TempPathFactory):
             n_workers=1,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # else its HTTP server takes :8787, and a second cluster warns
             local_directory=str(tmp_path_factory.mktemp("dask-one")),
         ) as cluster,
         Client(cluster, set_as_default=False) as client,
