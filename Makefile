@@ -31,8 +31,7 @@ lint: $(STAMP)
 	$(VENV)/bin/deptry .
 
 # Whole test modules on TEST_WORKERS processes (pytest-xdist; tests/conftest.py puts slow modules first).
-# Three on a 2-core machine: the real-daemon and training tests spend much of their time waiting.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 test: $(STAMP) system-deps test-kernels lint
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
