@@ -10,6 +10,7 @@ little-endian bitmaps here.
 from __future__ import annotations
 
 import socket
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -105,9 +106,18 @@ class Columns:
         self.c32 = np.empty((abi.C32_ROWS, rows), dtype=np.uint32)
         self.cidx = np.empty((4, rows), dtype=np.int32)  # src_ip, dst_ip, inner src, inner dst indices
         self.layers = 0  # the V_* bits of the batch's RoCE and tunnel rows (kernel: st[LAYERS])
+        self._idle_refs = self._refs()
 
     def kernel_args(self) -> tuple:
         return (self.ts, self.c32f, self.c16f, self.c8, self.c16, self.c32, self.cidx)
+
+    def _refs(self) -> list[int]:
+        return [sys.getrefcount(array) for array in self.kernel_args()]
+
+    def in_use(self) -> bool:
+        """Whether anything besides this object still refers to its arrays (a batch made from them
+        that the caller has not dropped: Arrow's buffers hold the arrays they wrap)."""
+        return self._refs() != self._idle_refs
 
     def link_types(self, n: int) -> np.ndarray:
         """The link type of each of the first `n` rows."""
@@ -189,6 +199,29 @@ class Columns:
             _prim(pa.uint16(), self.c16[INNER_SRC_PORT], n, v_ports),
             _prim(pa.uint16(), self.c16[INNER_DST_PORT], n, v_ports),
         ]
+
+
+class ColumnsPool:
+    """Hands out Columns for the next batch, reusing those whose earlier batch nobody holds any more.
+
+    Why: each batch's arrays are wrapped by Arrow without a copy, so they cannot be rewritten while
+    the caller (the ingest writer's queue) holds the batch; but fresh arrays for every batch fault
+    in new pages, which cost more than the decode itself on some machines
+    (bench/results/rdma-reader.md). At most `keep` sets are kept for reuse.
+    """
+
+    def __init__(self, rows: int, keep: int = 6):
+        self.rows, self.keep = rows, keep
+        self._spare: list[Columns] = []
+
+    def take(self) -> Columns:
+        for cols in self._spare:
+            if not cols.in_use():
+                return cols
+        cols = Columns(self.rows)
+        if len(self._spare) < self.keep:
+            self._spare.append(cols)
+        return cols
 
 
 def null_columns(fields: list[pa.Field], n: int) -> list[pa.Array]:

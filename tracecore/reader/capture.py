@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from tracecore.errors import CaptureError, NotACaptureError, UsageError
 from tracecore.reader import abi, formats
-from tracecore.reader.batch import AddressTable, Columns
+from tracecore.reader.batch import AddressTable, Columns, ColumnsPool
 from tracecore.reader.compiled import kernels
 from tracecore.reader.linktypes import DECODED, describe
 from tracecore.reader.source import Window
@@ -120,13 +120,14 @@ class CaptureReader:
         """Run a kernel to the end of the file, yielding full batches and handling refills."""
         rows = self.batch_rows
         table = AddressTable(rows)
-        cols = Columns(rows)
+        pool = ColumnsPool(rows)
+        cols = pool.take()
         st = np.zeros(abi.NSTATE, dtype=np.int64)
         while True:
             status, pos = call(win.buf, pos, rows, table, cols, st)
             if status == abi.ST_FULL:
                 yield self._flush(cols, table, st)
-                cols = Columns(rows)
+                cols = pool.take()
                 continue
             if status == abi.ST_META:
                 try:
