@@ -171,5 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """End the process without the interpreter's teardown of torch's thousands of modules (most of a
+    second of CPU per rank, paid by every rank of every run), once the outputs are flushed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -1,5 +1,5 @@
-"""Models on real bench/ runs: `python -m bench.make_captures --matrix small` (8 short 4-worker gloo DDP
-runs: 5 model sizes, 3 batch sizes, one with 1 % loss), ingested by the real `tracecore ingest`."""
+"""Models on real bench/ runs: `python -m bench.make_captures --matrix small` (6 short 4-worker gloo DDP
+runs: 3 model sizes, 3 batch sizes, one with 1 % loss), ingested by the real `tracecore ingest`."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from tracecore.cli.app import app
 from tracecore.models import optimus
 from tracecore.models.loss_input import loss_points
 
-NORMAL_RUNS = 7
+NORMAL_RUNS = 5
 
-# Slow: the matrix is generated first (about 2 minutes, root, network namespaces).
+# Slow: the matrix is generated first (over a minute, root, network namespaces).
 pytestmark = pytest.mark.slow
 
 runner = CliRunner()
@@ -57,7 +57,7 @@ def test_traffic_model_on_bench_runs(dataset: Path, tmp_path: Path) -> None:
     out = json.loads(result.stdout)
     (fit,) = out["fit"]
     coef = {row["term"]: row for row in out["OLS coefficients of MB per step (one-hot, first level dropped)"]}
-    # 7 loss-free configurations; model size and batch size vary, framework/backend/topology do not.
+    # 5 loss-free configurations; model size and batch size vary, framework/backend/topology do not.
     assert fit["n_runs"] == NORMAL_RUNS
     assert set(coef) == {"const", "model_size_mb", "batch_size_16", "batch_size_32"}
     # The gradient fixes the payload per step; only ACK and header counts vary from run to run, so
