@@ -12,6 +12,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-compile -e '.[dev]'
 	touch $(STAMP)
 
+# The tests' and the bench's own Python extras (bench/requirements.txt: the pinned CPU torch wheel, never a
+# dependency of tracecore). Installed before the suite starts, so its DDP modules do not each install it.
+BENCH_DEPS := $(VENV)/.bench-deps
+$(BENCH_DEPS): $(STAMP) bench/requirements.txt
+	$(PY) -m pip install -q -r bench/requirements.txt
+	touch $(BENCH_DEPS)
+
 system-deps:
 	bash scripts/install-system-deps.sh
 
@@ -33,14 +40,16 @@ lint: $(STAMP)
 
 # Whole test modules on TEST_WORKERS processes (pytest-xdist; tests/conftest.py puts slow modules first).
 TEST_WORKERS ?= 2
-# The kernel builds and lint run side by side: the builds are two single-threaded compilers.
+# Lint beside the bench extras' install, then the two kernel builds side by side (not during the install:
+# it upgrades setuptools, which numba's ahead-of-time build imports).
 test: $(STAMP) system-deps
-	$(MAKE) --no-print-directory -j2 test-kernels lint
+	$(MAKE) --no-print-directory -j2 lint $(BENCH_DEPS)
+	$(MAKE) --no-print-directory test-kernels
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The same suite in a random order (pytest-randomly; the seed is printed and
 # `.venv/bin/pytest -p randomly --randomly-seed=N` repeats it): no test may depend on another's order.
-test-shuffled: $(STAMP) system-deps test-kernels
+test-shuffled: $(STAMP) system-deps test-kernels $(BENCH_DEPS)
 	$(VENV)/bin/pytest -p randomly
 
 # Opt-in, slow: generate real captures (GBs) and run the peer benchmark.
