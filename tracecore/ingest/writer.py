@@ -2,9 +2,10 @@
 
 Why this shape: a capture is streamed batch by batch (memory stays flat for a 10 GB file), each
 reader batch becomes one row group (ROW_GROUP_ROWS), and a file is only ever appended in time order.
-A batch that is out of order inside is sorted; small disorder across batch boundaries is merged
-(TimeOrder); only disorder deeper than a whole batch starts a new part file. So every file is sorted
-by `ts_ns` without holding the capture in memory (in practice: one file per capture).
+A batch that is out of order inside comes sorted from the reader (`sort_batches`: only the stretch
+out of place moves); small disorder across batch boundaries is merged (TimeOrder); only disorder
+deeper than a whole batch starts a new part file. So every file is sorted by `ts_ns` without holding
+the capture in memory (in practice: one file per capture).
 
 Encodings: ts_ns is DELTA_BINARY_PACKED (unique and increasing: deltas pack to a few bits), src_ip/dst_ip
 keep Arrow's dictionaries (writing them plain would first expand every row to a string), the int64 byte
@@ -183,25 +184,6 @@ def _total(arr: pa.Array) -> int:
     return int(_values(arr, np.uint32).sum(dtype=np.int64))
 
 
-def _count_addresses(col: pa.Array, into: dict[str, list[int]], slot: int) -> None:
-    """Add the per-address row counts of one dictionary column to `into[ip][slot]`."""
-    if not isinstance(col, pa.DictionaryArray) or len(col.dictionary) == 0:
-        import pyarrow.compute as pc
-
-        if col.null_count < len(col):
-            for item in pc.value_counts(col.drop_null()).to_pylist():
-                into.setdefault(str(item["values"]), [0, 0])[slot] += item["counts"]
-        return
-    idx = _values(col.indices, np.int32)
-    if col.null_count:
-        bits = np.unpackbits(np.frombuffer(col.buffers()[0], np.uint8), bitorder="little")
-        idx = idx[bits[col.offset : col.offset + len(col)].view(bool)]
-    counts = np.bincount(idx.astype(np.int64, copy=False), minlength=len(col.dictionary))
-    names = col.dictionary.to_pylist()
-    for i in np.flatnonzero(counts):
-        into.setdefault(names[i], [0, 0])[slot] += int(counts[i])
-
-
 class PartSink:
     """Writes batches into sorted part files on a background thread.
 
@@ -275,8 +257,7 @@ def _take(batch: pa.RecordBatch, order: np.ndarray) -> pa.RecordBatch:
     """`batch` in the row order `order` (a permutation); an all-null column is kept as it is.
 
     Why: a TCP batch's fifteen layer columns are all null, and Arrow's take checks the indices and
-    gathers the values of every column; nearly every batch of a real capture is sorted or merged
-    (bench/results/rdma-reader.md)."""
+    gathers the values of every column (bench/results/rdma-reader.md)."""
     keep = [i for i, col in enumerate(batch.columns) if col.null_count < len(col)]
     if len(keep) == batch.num_columns:
         return batch.take(order)
@@ -350,7 +331,7 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
     start = time.perf_counter()
     res = CaptureResult(task.index)
     sink = PartSink(Path(task.stage_dir), task.index, task.metadata)
-    reader = CaptureReader(task.src, task.batch_rows)
+    reader = CaptureReader(task.src, task.batch_rows, sort_batches=True)
     order = TimeOrder(sink)
     try:
         for batch in reader.batches():
@@ -361,17 +342,12 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
             if n == 0:
                 continue
             ts = _values(batch.column(0), np.int64)
-            if n > 1 and not bool(np.all(ts[1:] >= ts[:-1])):
-                batch = _take(batch, np.argsort(ts, kind="stable"))
-                ts = _values(batch.column(0), np.int64)
             order.add(batch)
             res.packets += n
             res.bytes += _total(batch.column(1))
             lo, hi = int(ts[0]), int(ts[-1])
             res.first_ts_ns = lo if res.first_ts_ns is None else min(res.first_ts_ns, lo)
             res.last_ts_ns = hi if res.last_ts_ns is None else max(res.last_ts_ns, hi)
-            _count_addresses(batch.column(6), res.ip_counts, 0)
-            _count_addresses(batch.column(7), res.ip_counts, 1)
             channel.report(task.index, _total(batch.column(2)) + 16 * n, n)
     except CaptureError as err:
         res.error = f"{err.reason}" + (f" at byte offset {err.offset}" if err.offset is not None else "")
@@ -385,6 +361,7 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
     except OSError as err:  # disk full, staging removed: nothing of this capture is kept
         res.error, res.parts, res.packets, res.bytes = str(err), [], 0, 0
     res.warnings = list(reader.warnings)
+    res.ip_counts = reader.stats.address_rows  # the kernel counted them as it interned each address
     if len(res.ip_counts) > TOP_ADDRESSES:
         top = sorted(res.ip_counts.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))[:TOP_ADDRESSES]
         res.ip_counts = dict(top)

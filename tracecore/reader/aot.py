@@ -35,14 +35,14 @@ SOURCES = ("kernel.py", "abi.py", "formats.py", "linktypes.py")
 
 _ARRAYS = (
     "int64[::1], int64[::1], uint32[:, ::1], uint16[:, ::1], uint8[:, ::1], uint16[:, ::1], uint32[:, ::1], "
-    "int32[:, ::1], uint64[:, ::1], uint64[:, ::1], uint64[:, ::1], uint8[::1], int64[::1]"
-)  # vx (VXLAN ports), ts_col, c32f, c16f, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st
+    "int32[:, ::1], uint64[:, ::1], uint64[:, ::1], uint64[:, ::1], uint8[::1], int64[:, ::1], int64[::1]"
+)  # vx (VXLAN ports), ts_col, c32f, c16f, c8, c16, c32, cidx, keys, tab, u_key, u_kind, u_rows, st
 SIGNATURES = {
     "pcap_records": "UniTuple(int64, 2)(uint8[::1], int64, boolean, boolean, int64, int64, int64, "
     f"int64, int64, {_ARRAYS})",
     "pcapng_blocks": f"UniTuple(int64, 2)(uint8[::1], int64, boolean, int64[:, ::1], int64, int64, int64, "
     f"{_ARRAYS})",
-    "reset_table": "void(uint64[:, ::1], uint64[:, ::1], uint8[::1], int64[::1])",
+    "reset_table": "void(uint64[:, ::1], uint64[:, ::1], uint8[::1], int64[:, ::1], int64[::1])",
 }
 
 

@@ -39,6 +39,8 @@ class ReaderStats:
     link_types: set[int] = field(default_factory=set)
     rdma_cut_short: int = 0  # RoCE packets whose BTH or extension header the capture cut (fields null)
     tunnel_cut_short: int = 0  # VXLAN/Geneve packets whose tunnel or inner headers the capture cut
+    # packets per address as the outer source and as the outer destination: {address: [src, dst]}
+    address_rows: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,6 +66,9 @@ class CaptureReader:
     UDP destination port 4791 is RoCEv2 (whatever the source port), 6081 Geneve, and `vxlan_ports`
     (default 4789 and 8472) VXLAN; RoCE packets and tunnels whose headers the capture cut short
     keep null fields and are counted (`stats.rdma_cut_short`, `stats.tunnel_cut_short`) and warned of.
+
+    Rows come in file order; `sort_batches` puts each batch's rows in time order (stable), as the
+    ingest writer needs them: order across batches is the caller's (`tracecore.ingest.writer.TimeOrder`).
     """
 
     def __init__(
@@ -71,6 +76,7 @@ class CaptureReader:
         path: str | Path,
         batch_rows: int = abi.DEFAULT_BATCH_ROWS,
         vxlan_ports: Iterable[int] = abi.DEFAULT_VXLAN_PORTS,
+        sort_batches: bool = False,
     ):
         if batch_rows < 1:
             raise UsageError(f"batch_rows must be at least 1, not {batch_rows}")
@@ -83,6 +89,7 @@ class CaptureReader:
         self.path = Path(path)
         self.batch_rows = batch_rows
         self.vxlan_ports = np.array(ports, dtype=np.int64)
+        self.sort_batches = sort_batches
         self.warnings: list[str] = []
         self.stats = ReaderStats()
 
@@ -181,7 +188,9 @@ class CaptureReader:
         if st[abi.UNSUPPORTED]:  # rare: only then are the batch's link types counted
             self._count_undecoded(cols.link_types(n))
             st[abi.UNSUPPORTED] = 0
-        batch = cols.to_batch(n, table, st)
+        if self.sort_batches:
+            cols.sort_by_time(n)
+        batch = cols.to_batch(n, table, st, self.stats.address_rows)
         rdma_short, tunnel_short = cols.cut_short(n)
         self.stats.rdma_cut_short += rdma_short
         self.stats.tunnel_cut_short += tunnel_short

@@ -170,10 +170,12 @@ def _intern(hi, lo, kind, tab, u_key, u_kind, st):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def reset_table(tab, u_key, u_kind, st):
-    """Empty the address table by re-probing only the slots this batch used."""
+def reset_table(tab, u_key, u_kind, u_rows, st):
+    """Empty the address table (and its row counts) by re-probing only the slots this batch used."""
     mask = tab.shape[0] - 1
     for j in range(st[NUNIQ]):
+        u_rows[j, 0] = 0
+        u_rows[j, 1] = 0
         hi = u_key[j, 0]
         lo = u_key[j, 1]
         h = hi * U64(0x9E3779B97F4A7C15) ^ lo * U64(0xC2B2AE3D27D4EB4F) ^ U64(u_kind[j])
@@ -801,8 +803,9 @@ def _recall(hi, lo, kind, first, second, tab, u_key, u_kind, st):
 
 
 @njit(nogil=True, cache=True, _nrt=False)
-def _intern_rows(first, stop, c8, keys, cidx, tab, u_key, u_kind, st):
-    """Dictionary indices of rows [first, stop) from their keys (scratch rows 0..stop-first).
+def _intern_rows(first, stop, c8, keys, cidx, tab, u_key, u_kind, u_rows, st):
+    """Dictionary indices of rows [first, stop) from their keys (scratch rows 0..stop-first), and
+    each address's rows as outer source and destination added to `u_rows`.
 
     Why a second pass over a chunk instead of interning while parsing: the interning code
     (a probe loop that writes the table and `st`) in the parse loop costs the compiler its
@@ -823,6 +826,8 @@ def _intern_rows(first, stop, c8, keys, cidx, tab, u_key, u_kind, st):
         di = _recall(keys[2, r], keys[3, r], kind, b, a, tab, u_key, u_kind, st)
         cidx[0, n] = si
         cidx[1, n] = di
+        u_rows[si, 0] += 1
+        u_rows[di, 1] += 1
         a = (keys[0, r], keys[1, r], kind, si)
         b = (keys[2, r], keys[3, r], kind, di)
 
@@ -858,6 +863,7 @@ def pcap_records(
     tab,
     u_key,
     u_kind,
+    u_rows,
     st,
 ):
     """Classic pcap records from `pos` until the batch is full or the buffer ends; `vx` holds the
@@ -904,7 +910,7 @@ def pcap_records(
             capbytes += cap
             n += 1
             pos += 16 + cap
-        _intern_rows(first, n, c8, keys, cidx, tab, u_key, u_kind, st)
+        _intern_rows(first, n, c8, keys, cidx, tab, u_key, u_kind, u_rows, st)
         if npend:
             _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st)
     st[N] = n
@@ -953,6 +959,7 @@ def pcapng_blocks(
     tab,
     u_key,
     u_kind,
+    u_rows,
     st,
 ):
     """pcapng blocks of one section from `pos`; ifs rows: link, snaplen, ts kind, factor, offset.
@@ -1037,7 +1044,7 @@ def pcapng_blocks(
                 spb += 1
                 n += 1
             pos += blen
-        _intern_rows(first, n, c8, keys, cidx, tab, u_key, u_kind, st)
+        _intern_rows(first, n, c8, keys, cidx, tab, u_key, u_kind, u_rows, st)
         if npend:
             _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st)
     st[N] = n
