@@ -2,7 +2,7 @@
 
     python -m bench.ab_commits [--base COMMIT] [--data RUN_DIR] [--copies 4] [--reps 5]
                                [--paths ingest read] [--jobs N] [--out bench/results/ab-latest.md]
-    python -m bench.ab_commits --smoke --base HEAD --out DIR/ab.md   # the embedded sample, 1 rep
+    python -m bench.ab_commits --smoke --base HEAD --out DIR/ab.md   # the embedded sample, 2 rounds
 
 Why: "did this change slow the TCP path?" is a ratio of two builds measured in one session on one
 machine, and on a shared machine only interleaved runs see the same neighbours. `--base` (default:
@@ -14,7 +14,9 @@ checked to import their own tracecore and to run ahead-of-time kernels before an
 
 The captures of RUN_DIR (default: the snaplen-128 iperf3 ring of `python -m bench.make_captures
 --size 2GB --snaplen 128`) are hard-linked into `--copies` run folders, read once to warm the page
-cache, and every path runs once per side untimed, then `--reps` rounds of base, head (A/B/A/B).
+cache, and every path runs once per side untimed, then `--reps` rounds of base and head, alternating
+which goes first (A/B, B/A, …); besides each side's medians the report gives the median of the
+rounds' head/base ratios.
 Each run is timed with GNU `/usr/bin/time -v`: wall, user + sys CPU seconds of the process tree
 (what the neighbours' load disturbs least), peak RSS. The 1-minute load average and the CPU
 seconds other processes used during each run (/proc/stat busy time minus the run's own) say how
@@ -199,7 +201,10 @@ def run_ab(args: argparse.Namespace) -> dict:
         order = []
         for rnd in range(-1, args.reps):  # round -1: the untimed warm-up of every path and side
             for path in args.paths:
-                for side, (root, env, _) in sides.items():
+                # base first in rounds 1, 3, …, head first in 2, 4, …: a machine that drifts faster
+                # or slower during a round favours neither side over the rounds
+                turn = list(sides.items())[:: -1 if rnd % 2 else 1]
+                for side, (root, env, _) in turn:
                     ds = tmp / f"dataset-{side}"
                     shutil.rmtree(ds, ignore_errors=True)
                     r = timed_run(_argv(path, runs, files, jobs, ds), root, env, args.timeout)
@@ -335,6 +340,15 @@ def summary(runs: list[dict], packets: int, input_bytes: int) -> dict:
     }
 
 
+def paired(base: list[dict], head: list[dict], key: str) -> float:
+    """Median over rounds of head/base for `key`, each round's two runs taken back to back.
+
+    Why beside the medians: this VM's speed drifts by a fifth within minutes (neighbours on the host);
+    the median of each side's runs then depends on which side drew the slow minutes, while a ratio of
+    two runs a few seconds apart mostly cancels the drift."""
+    return statistics.median(h[key] / b[key] for b, h in zip(base, head, strict=True))
+
+
 def _pct(new: float, old: float) -> str:
     return f"{(new / old - 1) * 100:+.1f} %"
 
@@ -353,7 +367,7 @@ def markdown(report: dict, limit_pct: float) -> str:
         "",
         f"Input: {report['files']} captures ({report['copies']} hard-linked copies of `{report['data']}`), "
         f"{report['input_bytes'] / 1e9:.3g} GB, page cache warm. Order: one untimed warm-up per path "
-        f"and side, then {report['reps']} rounds of base, head.",
+        f"and side, then {report['reps']} rounds, base then head in odd rounds, head then base in even ones.",
         "",
     ]
     for path, by in report["results"].items():
@@ -402,6 +416,9 @@ def markdown(report: dict, limit_pct: float) -> str:
             (label, (n[key] / o[key] - 1) * 100)
             for label, key in (("median wall time", "wall_s"), ("median CPU time", "cpu_s"))
         ]
+        for what, key in (("wall time", "wall_s"), ("CPU time", "cpu_s")):
+            ratio = paired(by["base"], by["head"], key)
+            changes.append((f"{what}, median of the rounds' head/base ratios", (ratio - 1) * 100))
         counted = report.get("instructions", {}).get(path)
         if counted:
             o_ir, n_ir = counted["base"], counted["head"]
@@ -426,13 +443,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per run [600]")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "ab-latest.md")
     ap.add_argument("--instructions", type=int, metavar="N", help="also count instructions on N packets")
-    ap.add_argument("--smoke", action="store_true", help="the embedded sample, 1 copy, 1 round")
+    ap.add_argument("--smoke", action="store_true", help="the embedded sample, 1 copy, 2 rounds")
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     if args.smoke:
         from tracecore.sample import sample_run
 
-        args.data, args.copies, args.reps = sample_run(), 1, 1
+        args.data, args.copies, args.reps = sample_run(), 1, 2  # one round of each order
     if not Path(TIME).is_file():
         raise SystemExit(f"{TIME} (GNU time) is missing: run `make system-deps`")
     report = run_ab(args)
