@@ -167,13 +167,53 @@ def test_an_older_dataset_is_read_and_upgraded_by_the_next_ingest(tmp_path: Path
 
 def _make_version_2(out: Path) -> None:
     """What tracecore wrote before schema version 3: int64 byte columns, metadata, no dscp/ecn/RDMA/tunnel
-    columns."""
-    for part in (out / "packets").rglob("*.parquet"):
+    columns, `_files` with each part's size and checksum and without `layers`."""
+    from tracecore.ingest import catalog, layout
+
+    state = catalog.load_state(out)
+    files = state.tables["_files"]
+    rows = files.to_pylist()
+    for row in rows:
+        part = out / row["path"]
         old = pq.read_table(part)
         meta = dict(old.schema.metadata) | {b"tracecore.schema_version": b"2"}
         pq.write_table(old.select(VERSION_2_COLUMNS).replace_schema_metadata(meta), part)
-    _set_meta(out, "schema_version", "2")
+        row["size"], row["checksum"] = layout.part_id(part)
+        row["layers"] = None
+    state.tables["_files"] = pa.Table.from_pylist(rows, schema=files.schema)
+    state.schema_version = 2
+    catalog.commit_catalog(out, state)
     _set_meta(out, "views_fingerprint", "an older tracecore")  # its catalog format and queries/
+
+
+@pytest.mark.parametrize("cut_short", [False, True], ids=["upgrade committed", "upgrade cut short"])
+def test_an_upgraded_part_file_is_recorded_as_it_was_rewritten(
+    tmp_path: Path, sample: Path, cut_short: bool
+) -> None:
+    """The upgrade rewrites a version 2 dataset's part files: the catalog records their new size and
+    checksum (and that they now store every column), so the next ingest of the same captures finds
+    them unchanged instead of re-reading them all with a warning per file. An upgrade cut short after
+    rewriting the files (the catalog still of version 2, with the old sizes) is finished the same way."""
+    from tracecore.ingest import catalog
+    from tracecore.ingest.upgrade import upgrade_parts
+
+    _make_version_2(sample)
+    if cut_short:
+        assert upgrade_parts(sample, catalog.load_state(sample)) == 8  # rewritten; nothing committed
+        assert _meta_of(sample / "tracecore.duckdb")["schema_version"] == "2"
+    else:
+        summary = ingest([copy_run(tmp_path / "more", "both")], sample, jobs=1)  # upgrades, adds a run
+        assert not summary.failed
+        assert not summary.warnings, summary.warnings
+    again = ingest([sample_run()], sample, jobs=1)
+    assert not again.warnings, again.warnings  # no part file "changed since it was written"
+    assert [c.status for c in again.captures] == ["unchanged"] * 4
+    con = open_catalog(sample)
+    try:
+        layers = con.execute("SELECT DISTINCT layers FROM _files WHERE run = ?", [SAMPLE_RUN]).fetchall()
+    finally:
+        con.close()
+    assert layers == [(True,)]
 
 
 def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_ingest(
@@ -219,16 +259,17 @@ def _make_version_3(out: Path) -> None:
     files = state.tables["_files"]
     rows = files.to_pylist()
     for row in rows:
+        part = out / row["path"]
+        table = pq.read_table(part)
+        meta = part_metadata(row["run"], row["file"]) | {"tracecore.schema_version": "3"}
         if row["layers"] is False:
-            part = out / row["path"]
-            table = pq.read_table(part)
             for f in DATASET_SCHEMA:
                 if f.name not in table.column_names:
                     table = table.append_column(f.name, pa.nulls(table.num_rows, f.type))
             schema = pa.schema([f.with_nullable(f.name in LAYER_COLUMNS) for f in DATASET_SCHEMA])
-            meta = part_metadata(row["run"], row["file"]) | {"tracecore.schema_version": "3"}
-            pq.write_table(table.select(schema.names).cast(schema.with_metadata(meta)), part)
-            row["size"], row["checksum"] = layout.part_id(part)
+            table = table.select(schema.names).cast(schema)
+        pq.write_table(table.replace_schema_metadata(meta), part)
+        row["size"], row["checksum"] = layout.part_id(part)
         row["layers"] = None
     state.tables["_files"] = pa.Table.from_pylist(rows, schema=files.schema)
     state.schema_version = 3

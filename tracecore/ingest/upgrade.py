@@ -7,7 +7,9 @@ tunnels), which one read_parquet over old and new files would not see. Each file
 itself and renamed over itself: its rows are unchanged, the columns it lacks are added null (the file
 is then of the nullable kind: its old rows have no DSCP to give), so a crash between two files
 leaves a readable dataset the next ingest finishes. Version 3 files are version 4 files as they
-are (version 4 only lets dense parts omit the layer columns): nothing to rewrite.
+are (version 4 only lets dense parts omit the layer columns): nothing to rewrite. `_files` records
+each rewritten file's new size and checksum, so the next ingest does not take it for a file someone
+changed; so does a file an interrupted upgrade already rewrote (its own metadata is of today's version).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import os
 from pathlib import Path
 
 from tracecore.ingest.dataset_tables import State
-from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, part_metadata
+from tracecore.ingest.layout import part_id
+from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, SCHEMA_VERSION, part_metadata
 
 
 def upgrade_parts(out: Path, state: State) -> int:
@@ -29,7 +32,8 @@ def upgrade_parts(out: Path, state: State) -> int:
     from tracecore.ingest.writer import ROW_GROUP_ROWS, _open_writer
 
     done = 0
-    for row in state.rows("_files"):
+    rows = state.rows("_files")
+    for row in rows:
         path = out / row["path"]
         if not path.is_file():
             continue
@@ -39,6 +43,9 @@ def upgrade_parts(out: Path, state: State) -> int:
             f for f in DATASET_SCHEMA if f.name not in old.names and not (lean and f.name in LAYER_COLUMNS)
         ]
         if not missing and all(old.field(c).type == pa.int64() for c in BYTE_COLUMNS):
+            ours = (old.metadata or {}).get(b"tracecore.schema_version") == str(SCHEMA_VERSION).encode()
+            if ours and old.names == DATASET_SCHEMA.names:  # rewritten by an upgrade cut short
+                _record(row, path)
             continue
         table = pq.read_table(path)
         for f in DATASET_SCHEMA:  # what it lacks, null (a dense part rewritten stores every column)
@@ -56,5 +63,13 @@ def upgrade_parts(out: Path, state: State) -> int:
         finally:
             writer.close()
         os.replace(tmp, path)
+        _record(row, path)
         done += 1
+    state.tables["_files"] = pa.Table.from_pylist(rows, schema=state.tables["_files"].schema)
     return done
+
+
+def _record(row: dict, path: Path) -> None:
+    """What `_files` says of a file the upgrade wrote: its size and checksum, every column stored."""
+    row["size"], row["checksum"] = part_id(path)
+    row["layers"] = True
