@@ -102,7 +102,7 @@ def test_sorted_batches_equal_a_stable_sort_of_each_batch(
 )
 @pytest.mark.parametrize("batch_rows", [3, 1 << 16])
 def test_address_rows_count_each_outer_address_as_source_and_destination(path: Path, batch_rows: int) -> None:
-    reader = CaptureReader(path, batch_rows=batch_rows)
+    reader = CaptureReader(path, batch_rows=batch_rows, count_addresses=True)
     table = pa.Table.from_batches(list(reader.batches()))
     want: dict[str, list[int]] = {}
     for slot, column in enumerate(["src_ip", "dst_ip"]):
@@ -111,3 +111,6 @@ def test_address_rows_count_each_outer_address_as_source_and_destination(path: P
                 want.setdefault(address, [0, 0])[slot] += 1
     assert reader.stats.address_rows == want
     assert sum(src for src, _ in want.values()) == len(table) - table["src_ip"].null_count > 0
+    plain = CaptureReader(path, batch_rows=batch_rows)  # a plain read keeps no per-address state
+    assert sum(b.num_rows for b in plain.batches()) == len(table)
+    assert plain.stats.address_rows == {}

@@ -31,7 +31,7 @@ def upgrade_parts(out: Path, state: State) -> int:
 
     from tracecore.ingest.writer import ROW_GROUP_ROWS, _open_writer
 
-    done = 0
+    done = recorded = 0
     rows = state.rows("_files")
     for row in rows:
         path = out / row["path"]
@@ -46,6 +46,7 @@ def upgrade_parts(out: Path, state: State) -> int:
             ours = (old.metadata or {}).get(b"tracecore.schema_version") == str(SCHEMA_VERSION).encode()
             if ours and old.names == DATASET_SCHEMA.names:  # rewritten by an upgrade cut short
                 _record(row, path)
+                recorded += 1
             continue
         table = pq.read_table(path)
         for f in DATASET_SCHEMA:  # what it lacks, null (a dense part rewritten stores every column)
@@ -65,7 +66,8 @@ def upgrade_parts(out: Path, state: State) -> int:
         os.replace(tmp, path)
         _record(row, path)
         done += 1
-    state.tables["_files"] = pa.Table.from_pylist(rows, schema=state.tables["_files"].schema)
+    if done or recorded:
+        state.tables["_files"] = pa.Table.from_pylist(rows, schema=state.tables["_files"].schema)
     return done
 
 

@@ -331,7 +331,7 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
     start = time.perf_counter()
     res = CaptureResult(task.index)
     sink = PartSink(Path(task.stage_dir), task.index, task.metadata)
-    reader = CaptureReader(task.src, task.batch_rows, sort_batches=True)
+    reader = CaptureReader(task.src, task.batch_rows, sort_batches=True, count_addresses=True)
     order = TimeOrder(sink)
     try:
         for batch in reader.batches():

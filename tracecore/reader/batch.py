@@ -164,12 +164,13 @@ class Columns:
         return int(np.count_nonzero(valid & V_RDMA_SHORT)), int(np.count_nonzero(valid & V_TUNNEL_SHORT))
 
     def to_batch(
-        self, n: int, table: AddressTable, st: np.ndarray, address_rows: dict[str, list[int]]
+        self, n: int, table: AddressTable, st: np.ndarray, address_rows: dict[str, list[int]] | None = None
     ) -> pa.RecordBatch:
         """The first `n` rows as a RecordBatch with PACKET_SCHEMA; adds the batch's rows per outer
-        source and destination address to `address_rows` and resets the address table."""
+        source and destination address to `address_rows` (when given) and resets the address table."""
         texts = table.texts(int(st[abi.NUNIQ]))
-        table.add_rows(texts, address_rows)
+        if address_rows is not None:
+            table.add_rows(texts, address_rows)
         table.reset(st)
         dictionary = _string_array([t.encode() for t in texts])
         valid = self.c8[VALID, :n]

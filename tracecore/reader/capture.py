@@ -39,7 +39,7 @@ class ReaderStats:
     link_types: set[int] = field(default_factory=set)
     rdma_cut_short: int = 0  # RoCE packets whose BTH or extension header the capture cut (fields null)
     tunnel_cut_short: int = 0  # VXLAN/Geneve packets whose tunnel or inner headers the capture cut
-    # packets per address as the outer source and as the outer destination: {address: [src, dst]}
+    # with count_addresses: packets per address as outer source and destination, {address: [src, dst]}
     address_rows: dict[str, list[int]] = field(default_factory=dict)
 
 
@@ -69,6 +69,8 @@ class CaptureReader:
 
     Rows come in file order; `sort_batches` puts each batch's rows in time order (stable), as the
     ingest writer needs them: order across batches is the caller's (`tracecore.ingest.writer.TimeOrder`).
+    `count_addresses` fills `stats.address_rows` (the kernel counts as it interns; off by default, so
+    a plain read keeps no per-address state, whose size grows with the capture's distinct addresses).
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class CaptureReader:
         batch_rows: int = abi.DEFAULT_BATCH_ROWS,
         vxlan_ports: Iterable[int] = abi.DEFAULT_VXLAN_PORTS,
         sort_batches: bool = False,
+        count_addresses: bool = False,
     ):
         if batch_rows < 1:
             raise UsageError(f"batch_rows must be at least 1, not {batch_rows}")
@@ -90,6 +93,7 @@ class CaptureReader:
         self.batch_rows = batch_rows
         self.vxlan_ports = np.array(ports, dtype=np.int64)
         self.sort_batches = sort_batches
+        self.count_addresses = count_addresses
         self.warnings: list[str] = []
         self.stats = ReaderStats()
 
@@ -190,7 +194,7 @@ class CaptureReader:
             st[abi.UNSUPPORTED] = 0
         if self.sort_batches:
             cols.sort_by_time(n)
-        batch = cols.to_batch(n, table, st, self.stats.address_rows)
+        batch = cols.to_batch(n, table, st, self.stats.address_rows if self.count_addresses else None)
         rdma_short, tunnel_short = cols.cut_short(n)
         self.stats.rdma_cut_short += rdma_short
         self.stats.tunnel_cut_short += tunnel_short
