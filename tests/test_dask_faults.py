@@ -18,7 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dask_support import dask_processes, inputs, reference, snapshot, visible_parts
+from tests.test_dask_support import (
+    dask_processes,
+    inputs,
+    reference,
+    scheduler_address,
+    snapshot,
+    visible_parts,
+)
 from tracecore.errors import ClusterError
 from tracecore.ingest import IngestSummary, ingest
 
@@ -181,3 +188,27 @@ def test_a_scheduler_without_workers_is_one_cluster_error(tmp_path: Path) -> Non
         ingest(inputs(), tmp_path / "data", scheduler=cluster.address)
     assert str(err.value) == f"the Dask scheduler at {cluster.address} has no workers"
     assert not (tmp_path / "data" / "tracecore.duckdb").exists()
+
+
+def test_the_scheduler_file_is_read_once_the_scheduler_has_written_it(tmp_path: Path) -> None:
+    # dask creates --scheduler-file before it writes it: CI once read it empty and the fixture crashed
+    sched_file, log = tmp_path / "scheduler.json", tmp_path / "scheduler.log"
+    sched_file.touch()
+    log.write_text("")
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as alive:
+        writer = threading.Timer(0.3, sched_file.write_text, ['{"address": "tcp://127.0.0.1:1"}'])
+        writer.start()
+        try:
+            assert scheduler_address(sched_file, alive, log) == "tcp://127.0.0.1:1"
+        finally:
+            writer.join()
+            alive.kill()
+
+
+def test_a_scheduler_that_exits_before_writing_its_file_is_named_with_its_log(tmp_path: Path) -> None:
+    log = tmp_path / "scheduler.log"
+    log.write_text("OSError: [Errno 98] Address already in use\n")
+    with subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]) as dead:
+        dead.wait(timeout=BOUND_S)
+        with pytest.raises(RuntimeError, match=r"wrote no address to .*scheduler.json \(exit 3\): OSError"):
+            scheduler_address(tmp_path / "scheduler.json", dead, log)

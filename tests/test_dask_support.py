@@ -110,6 +110,19 @@ class DaskProcesses:
     procs: list[subprocess.Popen]
 
 
+def scheduler_address(sched_file: Path, proc: subprocess.Popen, log: Path) -> str:
+    """The address the scheduler wrote, once the whole file is there: it creates it before it writes it."""
+    deadline = time.monotonic() + START_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            return json.loads(sched_file.read_text())["address"]
+        except (OSError, ValueError, KeyError):
+            time.sleep(0.1)
+    raise RuntimeError(
+        f"dask scheduler wrote no address to {sched_file} (exit {proc.poll()}): {log.read_text()[-2000:]}"
+    )
+
+
 @contextlib.contextmanager
 def dask_processes(
     tmp: Path, worker_envs: list[dict[str, str]], scheduler_env: dict[str, str] | None = None
@@ -144,10 +157,7 @@ def dask_processes(
             scheduler_env,
             "scheduler",
         )
-        deadline = time.monotonic() + START_S
-        while not sched_file.is_file() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        address = json.loads(sched_file.read_text())["address"]
+        address = scheduler_address(sched_file, procs[0], tmp / "scheduler.log")
         for i, env in enumerate(worker_envs):
             start(
                 [
