@@ -76,7 +76,9 @@ def test_real_ddp_run_has_a_finite_convergence_point() -> None:
     k = points["epoch"].to_numpy()
     fit = optimus.fit_loss_curve(k, points["loss"].to_numpy())
     assert min(fit.b0, fit.b1, fit.b2) >= 0
-    assert (fit.b0, fit.b1, fit.b2) == pytest.approx((147.5325, 11.76150, 2.291969), rel=1e-4)
+    # The minimum, reached from three starting points with scipy's tolerances at 1e-12 and 1e-15; with its
+    # defaults the fit stopped 4e-4 short of it (b0 147.53 under one scipy, 147.67 under 1.17.1).
+    assert (fit.b0, fit.b1, fit.b2) == pytest.approx((147.6068, 11.75549, 2.291971), rel=1e-5)
     assert fit.rmse == pytest.approx(0.023857, rel=1e-4)
     conv = optimus.convergence_point(fit, start=max(0, int(k.max()) - 10))
     assert conv == 10
