@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from tests.test_views_support import SAMPLE
 from tracecore import figures
 from tracecore.cli.app import app
-from tracecore.figures import render, timeseries, traffic
+from tracecore.figures import _data, render, timeseries, traffic
 from tracecore.query import run_view
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots" / "test_figures"
@@ -136,6 +136,19 @@ def _summary(rows: list[dict]) -> dict:
 @pytest.mark.parametrize("name", figures.figure_names())
 def test_spec_snapshot(charts, name, spec_snapshot) -> None:
     assert _rounded(json.loads(json.dumps(render.spec(charts[name])))) == spec_snapshot
+
+
+def test_spec_is_the_dict_altairs_own_check_gives_and_still_refuses_a_broken_chart(charts) -> None:
+    # render.spec checks the chart once with each dataset cut to a row; Altair checks every row
+    for chart in charts.values():
+        assert render.spec(chart) == chart.to_dict()
+    import altair as alt
+    from altair.utils.schemapi import SchemaValidationError, debug_mode
+
+    with debug_mode(False):  # built as the builders build their data: unchecked until spec()
+        broken = alt.Chart(_data.inline([{"x": 1}, {"x": 2}])).mark_line(interpolate="sideways")
+    with pytest.raises(SchemaValidationError, match="'sideways' is an invalid value for `interpolate`"):
+        render.spec(broken.encode(x="x:Q"))
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from tests.test_figures import decode_png
 from tests.test_views_support import BOTH, SAMPLE
 from tracecore import figures
 from tracecore.cli.app import app
+from tracecore.figures import render
 from tracecore.report import write_report
 
 runner = CliRunner()
@@ -176,3 +179,24 @@ def test_report_of_rdma_runs_has_an_rdma_section_drawn_offline(tmp_path) -> None
     assert "<svg" in chart
     for label in ("W1→W2 QP 0x000028", "W2→W1 QP 0x00001b", "32,770 B", "CNP", "RDMA WRITE"):
         assert label in chart, label
+
+
+def _with_checksum(body: str) -> str:
+    return f"// sha256 {hashlib.sha256(body.encode()).hexdigest()}\n{body}"
+
+
+def test_the_vega_bundle_is_kept_in_the_cache_while_its_checksum_holds(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TRACECORE_CACHE_DIR", str(tmp_path / "cache"))
+    bundle = render.vega_bundle()
+    assert "window.vegaEmbed=" in bundle
+    (kept,) = (tmp_path / "cache").iterdir()
+    assert kept.name == f"vega-bundle-{version('vl-convert-python')}.js"
+    assert kept.read_text(encoding="utf-8") == _with_checksum(bundle)
+    kept.write_text(_with_checksum("kept"), encoding="utf-8")
+    assert render.vega_bundle() == "kept"  # the cached copy is what a report inlines
+    kept.write_text(_with_checksum("kept")[:-1] + "X", encoding="utf-8")  # damaged: built again, replaced
+    assert render.vega_bundle() == bundle
+    assert kept.read_text(encoding="utf-8") == _with_checksum(bundle)
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("TRACECORE_CACHE_DIR", str(tmp_path / "not-a-folder"))
+    assert render.vega_bundle() == bundle  # a cache that cannot be written only costs time

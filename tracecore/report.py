@@ -159,7 +159,7 @@ def render_report(con: duckdb.DuckDBPyConnection, runs: list[str] | None, source
         sections="\n".join(sections),
         footer=footer,
         specs=_script_json(specs),
-        vega_bundle=_script_safe(vlc.javascript_bundle()),
+        vega_bundle=_script_safe(render.vega_bundle()),
     )
 
 

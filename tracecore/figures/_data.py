@@ -12,6 +12,7 @@ from typing import Any
 
 import altair as alt
 import pyarrow as pa
+from altair.utils.schemapi import debug_mode
 
 from tracecore.json_values import json_rows
 
@@ -41,7 +42,10 @@ def rows(table: Any, columns: list[str] | None = None) -> list[dict[str, Any]]:
 
 
 def inline(values: list[dict[str, Any]]) -> alt.Data:
-    return alt.Data(values=values)
+    """The rows as inline data, not checked row by row as Altair checks every object it builds:
+    `render.spec` checks the finished chart once."""
+    with debug_mode(False):
+        return alt.Data(values=values)
 
 
 def byte_unit(max_bytes: float) -> tuple[str, float]:

@@ -6,11 +6,14 @@ or a CDN, and its JavaScript bundle makes HTML that works from a file:// URL wit
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracecore.cache import cache_dir, store
 from tracecore.errors import UsageError
 
 if TYPE_CHECKING:  # charts arrive built; this module needs no altair to check a file name
@@ -21,8 +24,30 @@ _VL_VERSION = re.compile(r"/v(\d+)\.(\d+)")
 
 
 def spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
-    """The Vega-Lite spec, data inline."""
-    return chart.to_dict()
+    """The Vega-Lite spec, data inline, checked against Vega-Lite's schema with each dataset cut to one row.
+
+    Why cut: the schema takes any rows, and Altair's check of every row cost seconds per report.
+    """
+    import jsonschema
+    from altair.utils.schemapi import SchemaValidationError
+
+    full = chart.to_dict(validate=False)
+    try:
+        type(chart).validate(_first_rows(full))
+    except jsonschema.ValidationError as err:
+        raise SchemaValidationError(chart, err) from None  # the message Altair's own check gives
+    return full
+
+
+def _first_rows(node: Any) -> Any:
+    """`node` with every inline dataset (`values`) cut to its first row."""
+    if isinstance(node, dict):
+        return {
+            k: v[:1] if k == "values" and isinstance(v, list) else _first_rows(v) for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_first_rows(v) for v in node]
+    return node
 
 
 def vl_version(vl_spec: dict[str, Any]) -> str | None:
@@ -51,6 +76,33 @@ def to_html(chart: alt.TopLevelMixin) -> str:
 
     s = spec(chart)
     return vlc.vegalite_to_html(s, vl_version=vl_version(s), bundle=True)
+
+
+def vega_bundle() -> str:
+    """vl-convert's Vega, Vega-Lite and vega-embed JavaScript, kept in the user's cache (`tracecore.cache`).
+
+    Why kept: vl-convert builds the bundle anew in every process (about a second); the cached copy
+    carries its SHA-256 on its first line and is used only while that still matches.
+    """
+    from importlib.metadata import version
+
+    import vl_convert as vlc
+
+    folder = cache_dir()
+    path = folder / f"vega-bundle-{version('vl-convert-python')}.js" if folder else None
+    if path is not None:
+        with contextlib.suppress(OSError, UnicodeDecodeError, ValueError):
+            head, bundle = path.read_text(encoding="utf-8").split("\n", 1)
+            if head == _bundle_head(bundle):
+                return bundle
+    bundle = vlc.javascript_bundle()
+    if path is not None:
+        store(path, lambda partial: partial.write_text(f"{_bundle_head(bundle)}\n{bundle}", encoding="utf-8"))
+    return bundle
+
+
+def _bundle_head(bundle: str) -> str:
+    return f"// sha256 {hashlib.sha256(bundle.encode()).hexdigest()}"
 
 
 def check_suffix(path: Path) -> Path:

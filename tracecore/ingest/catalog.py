@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracecore import views
+from tracecore.cache import cache_dir, store
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import interrupt, lock, testpause
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, LATER_TABLES, State
@@ -366,14 +367,10 @@ def open_for_writing(path: Path) -> duckdb.DuckDBPyConnection:
 
 
 def template_path() -> Path | None:
-    """Where the draft template for this version of queries/, the catalog format and DuckDB lives:
-    `$TRACECORE_CACHE_DIR` (an empty value turns the cache off), else `$XDG_CACHE_HOME/tracecore`
-    or `~/.cache/tracecore`."""
-    folder = os.environ.get("TRACECORE_CACHE_DIR")
+    """Where the draft template for this version of queries/, the catalog format and DuckDB lives in
+    the user's cache (`tracecore.cache`); None when the cache is off."""
+    folder = cache_dir()
     if folder is None:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        folder = os.path.join(xdg, "tracecore")
-    if not folder:
         return None
     key = hashlib.sha256(
         "\0".join(
@@ -381,17 +378,12 @@ def template_path() -> Path | None:
         ).encode()
         + b"".join(str(schema).encode() for schema in BASE_SCHEMAS.values())
     ).hexdigest()[:16]
-    return Path(folder) / f"catalog-template-{key}.duckdb"
+    return folder / f"catalog-template-{key}.duckdb"
 
 
 def _save_template(draft: Path, template: Path) -> None:
-    """Copy a freshly prepared draft to the template path (written whole, then renamed); a cache
-    that cannot be written is not an error."""
-    with contextlib.suppress(OSError):
-        template.parent.mkdir(parents=True, exist_ok=True)
-        partial = template.with_name(f".{template.name}.{os.getpid()}-{threading.get_ident()}")
-        shutil.copyfile(draft, partial)
-        os.replace(partial, template)
+    """Copy a freshly prepared draft to the template path (written whole, then renamed)."""
+    store(template, lambda partial: shutil.copyfile(draft, partial))
 
 
 def commit_catalog(out: Path, state: State) -> list[str]:
