@@ -135,7 +135,8 @@ def markdown(report: dict) -> str:
         f"{_pct(fn['peak_rss_mib'], fo['peak_rss_mib'])} | | **{_pct(n['wall_s'], o['wall_s'])}** | "
         f"**{_pct(n['cpu_s'], o['cpu_s'])}** | {_pct(n['peak_rss_mib'], o['peak_rss_mib'])} |",
         "",
-        f"- Median of the rounds' head/base ratios: wall {ratio['wall_s'] - 1:+.1%}, CPU {ratio['cpu_s'] - 1:+.1%}.",
+        f"- Median of the rounds' head/base ratios: wall {ratio['wall_s'] - 1:+.1%}, "
+        f"CPU {ratio['cpu_s'] - 1:+.1%}.",
         "",
     ]
     return "\n".join(lines)
