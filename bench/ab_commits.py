@@ -453,12 +453,16 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(TIME).is_file():
         raise SystemExit(f"{TIME} (GNU time) is missing: run `make system-deps`")
     report = run_ab(args)
-    text = markdown(report, args.limit)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    print(text)
+    save(args.out, report, markdown(report, args.limit))
     return 0
+
+
+def save(out: Path, report: dict, text: str) -> None:
+    """The Markdown at `out`, the report as JSON beside it (`.json`), the Markdown printed."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(text)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import re
 import shlex
@@ -36,6 +35,7 @@ from bench.ab_commits import (
     compile_sources,
     export_commit,
     paired,
+    save,
     timed_run,
 )
 
@@ -157,11 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(TIME).is_file():
         raise SystemExit(f"{TIME} (GNU time) is missing: run `make system-deps`")
     report = run_ab(args)
-    text = markdown(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    print(text)
+    save(args.out, report, markdown(report))
     return 0
 
 
