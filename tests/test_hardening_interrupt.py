@@ -38,6 +38,7 @@ def _state(out: Path) -> dict[str, int]:
 def _ctrl_c_at(phase: str, run: Path, out: Path, marker: Path) -> tuple[int, list[str]]:
     """`tracecore ingest` paused at `phase` (testpause hook) gets SIGINT there: (exit, stderr lines)."""
     env = {**os.environ, "TRACECORE_TEST_PAUSE_AT": phase, "TRACECORE_TEST_PAUSE_MARKER": str(marker)}
+    env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT then writes every thread's stack to stderr
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracecore", "ingest", str(run), "--out", str(out), "-j", "1", "-q"],
         cwd=REPO,
@@ -52,7 +53,12 @@ def _ctrl_c_at(phase: str, run: Path, out: Path, marker: Path) -> tuple[int, lis
             time.sleep(0.01)
         assert marker.is_file(), f"never paused at {phase}: exit {proc.poll()}"
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=60)
+        try:
+            _, stderr = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            stacks = proc.communicate(timeout=60)[1]
+            pytest.fail(f"still running 60 s after Ctrl-C at {phase}; its threads:\n{stacks[-8000:]}")
     finally:
         proc.kill()  # a no-op once it exited; stops a test that failed above
         proc.communicate()

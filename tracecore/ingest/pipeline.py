@@ -350,10 +350,13 @@ def _read_all(
             done = on_cluster(scheduler, tasks, control, tick)
         else:
             done = executor.run_tasks(tasks, procs, jobs, control, tick)
-        for res in done:
-            results[res.index] = res
-            bar.file_done()
-            testpause.pause("reading")
+        # closed on the way out, also when the loop is left early (Ctrl-C here): the captures still
+        # running stop at their next batch and are joined before the staging folder is removed
+        with contextlib.closing(done):
+            for res in done:
+                results[res.index] = res
+                bar.file_done()
+                testpause.pause("reading")
     return results
 
 
