@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -35,8 +37,29 @@ def _state(out: Path) -> dict[str, int]:
     return rows
 
 
-def _ctrl_c_at(phase: str, run: Path, out: Path, marker: Path) -> tuple[int, list[str]]:
-    """`tracecore ingest` paused at `phase` (testpause hook) gets SIGINT there: (exit, stderr lines)."""
+def _tgkill(pid: int, tid: int, sig: int) -> None:
+    """Send `sig` to one thread of process `pid` (os.kill lets the kernel pick the thread)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(234, pid, tid, sig) != 0:  # SYS_tgkill on x86-64
+        raise OSError(ctypes.get_errno(), f"tgkill {pid} {tid}")
+
+
+def _threads_taking(pid: int, sig: int) -> list[int]:
+    """The thread ids of `pid` that do not block `sig` (SigBlk in /proc/PID/task/TID/status)."""
+    tids = []
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines())
+        if not int(status["SigBlk"], 16) >> (sig - 1) & 1:
+            tids.append(int(task.name))
+    return tids
+
+
+def _ctrl_c_at(
+    phase: str, run: Path, out: Path, marker: Path, other_thread: bool = False
+) -> tuple[int, list[str]]:
+    """`tracecore ingest` paused at `phase` (testpause hook) gets SIGINT there: (exit, stderr lines).
+
+    `other_thread`: the signal goes to a thread other than the main one, as the kernel may choose."""
     env = {**os.environ, "TRACECORE_TEST_PAUSE_AT": phase, "TRACECORE_TEST_PAUSE_MARKER": str(marker)}
     env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT then writes every thread's stack to stderr
     proc = subprocess.Popen(
@@ -52,7 +75,12 @@ def _ctrl_c_at(phase: str, run: Path, out: Path, marker: Path) -> tuple[int, lis
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         assert marker.is_file(), f"never paused at {phase}: exit {proc.poll()}"
-        proc.send_signal(signal.SIGINT)
+        if other_thread:  # one the kernel could pick: a thread that does not block SIGINT
+            tids = [t for t in _threads_taking(proc.pid, signal.SIGINT) if t != proc.pid]
+            assert tids, f"no thread of {proc.pid} but the main one takes SIGINT"
+            _tgkill(proc.pid, tids[0], signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
         try:
             _, stderr = proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
@@ -93,3 +121,57 @@ def test_ctrl_c_before_the_first_commit_says_there_is_no_dataset(tmp_path: Path)
     line = f"Interrupted before the commit: nothing was committed; {out} holds no dataset yet."
     assert got == (130, [line])
     assert not (out / "tracecore.duckdb").exists()
+
+
+def test_ctrl_c_that_the_kernel_gives_another_thread_still_stops_the_ingest(tmp_path: Path) -> None:
+    # Python runs the handler on the main thread, which a signal taken by another thread does not wake:
+    # CI once saw the main thread sleep on after Ctrl-C, as the kernel may hand SIGINT to any thread
+    assert platform.machine() == "x86_64", "the tgkill syscall number is x86-64's"
+    run = copy_run(tmp_path / "src")
+    out = (tmp_path / "data").resolve()
+    assert not ingest([run], out, jobs=1).failed
+    header, recs = records(run / "worker-2-tcpdump.pcap")
+    write_pcap(run / "worker-2-tcpdump.pcap", header, recs[:3000])
+    line = f"Interrupted before the commit: the dataset at {out} is unchanged (its previous state)."
+    assert _ctrl_c_at("reading", run, out, tmp_path / "paused", other_thread=True) == (130, [line])
+    assert _state(out) == OLD
+
+
+# A capture thread takes the Ctrl-C (as the kernel may choose) and would read on for 30 s: the main
+# thread must see it within its next poll (the capture naps until the ingest's watch has seen it).
+_SIGNAL_ON_A_CAPTURE_THREAD = """
+import signal, sys, threading, time
+from tracecore.ingest import IngestControl, ingest, interrupt
+
+ticks = []
+
+def on_progress(nbytes, packets):
+    ticks.append(threading.current_thread().name)
+    if len(ticks) == 1:
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not (interrupt._active and interrupt._active.seen):
+            time.sleep(0.01)
+
+start = time.monotonic()
+try:
+    ingest([sys.argv[1]], sys.argv[2], jobs=1, control=IngestControl(on_progress=on_progress))
+except KeyboardInterrupt:
+    print(len(ticks), ticks[0] != threading.main_thread().name, time.monotonic() - start)
+"""
+
+
+def test_ctrl_c_on_a_capture_thread_stops_the_ingest_at_once(tmp_path: Path) -> None:
+    run = copy_run(tmp_path / "src")
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_ON_A_CAPTURE_THREAD, str(run), str(tmp_path / "data")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ticks, on_another_thread, seconds = proc.stdout.split()
+    assert (ticks, on_another_thread) == ("1", "True")  # one capture ticked, on a capture thread
+    assert float(seconds) < 10  # not the 30 s the capture would have taken
+    assert not (tmp_path / "data" / "tracecore.duckdb").exists()

@@ -29,7 +29,7 @@ from pathlib import Path
 from tracecore.ingest.control import IngestControl, LocalChannel, TaskChannel, WorkerChannel, init_worker
 from tracecore.ingest.writer import CaptureResult, CaptureTask, ingest_capture
 
-POLL_S = 0.1  # how often a pool's ticks are drained and a cancel is passed on to its processes
+POLL_S = 0.1  # how often a wait for results wakes: ticks drained, a cancel passed on, signals handled
 
 
 def run_tasks(
@@ -56,13 +56,15 @@ def results_from(
 ) -> Iterator[CaptureResult]:
     """Submit every task to `executor` and yield results as they finish, until `stop` is set.
 
-    `poll` runs every POLL_S while waiting (None: block until the next result). `lost` names the
-    task errors that fail only their capture (it returns the capture's message, or None to raise).
+    `poll` runs every POLL_S while waiting. `lost` names the task errors that fail only their capture
+    (it returns the capture's message, or None to raise). The wait wakes every POLL_S even without a
+    `poll`: Python runs a signal's handler on the main thread only once it wakes, and a Ctrl-C that the
+    kernel gives a capture thread does not wake it.
     """
     pending = {executor.submit(attempt, t, channel): t for t in tasks}
     try:
         while pending and not stop.is_set():
-            done, _ = wait(pending, timeout=POLL_S if poll else None, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
             if poll is not None:
                 poll()
             for fut in done:

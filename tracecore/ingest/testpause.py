@@ -27,6 +27,7 @@ from pathlib import Path
 PHASES = ("reading", "placed", "draft", "committed", "deleting")
 QUERY_PHASES = ("query",)
 SLEEP_S = 300.0
+NAP_S = 0.05
 
 _AT = os.environ.get("TRACECORE_TEST_PAUSE_AT") or None
 if _AT is not None and _AT not in PHASES + QUERY_PHASES:
@@ -48,4 +49,8 @@ def pause(phase: str) -> None:
     else:
         sys.stderr.write(line)
         sys.stderr.flush()
-    time.sleep(SLEEP_S)
+    # in short naps: Python runs a signal's handler on the main thread only once it wakes, and a signal
+    # the kernel gives another thread does not wake it (Ctrl-C would wait out the whole pause)
+    deadline = time.monotonic() + SLEEP_S
+    while time.monotonic() < deadline:
+        time.sleep(NAP_S)
