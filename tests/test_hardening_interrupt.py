@@ -93,15 +93,23 @@ def _ctrl_c_at(
     return proc.returncode, stderr.strip().splitlines()
 
 
-@pytest.mark.parametrize("phase", testpause.PHASES)
-def test_ctrl_c_in_each_phase_says_which_state_the_dataset_is_in(tmp_path: Path, phase: str) -> None:
+def _ingested_then_cut(tmp_path: Path, *, force_again: bool) -> tuple[Path, Path]:
+    """(run, dataset): the sample run ingested (`force_again`: twice, which retires files the next
+    commit deletes), then its worker-2 capture cut to 3000 records for the next ingest to read."""
     run = copy_run(tmp_path / "src")
     out = (tmp_path / "data").resolve()
     assert not ingest([run], out, jobs=1).failed
-    assert not ingest([run], out, jobs=1, force=True).failed  # retires files the next commit deletes
+    if force_again:
+        assert not ingest([run], out, jobs=1, force=True).failed
     assert _state(out) == OLD
     header, recs = records(run / "worker-2-tcpdump.pcap")
     write_pcap(run / "worker-2-tcpdump.pcap", header, recs[:3000])
+    return run, out
+
+
+@pytest.mark.parametrize("phase", testpause.PHASES)
+def test_ctrl_c_in_each_phase_says_which_state_the_dataset_is_in(tmp_path: Path, phase: str) -> None:
+    run, out = _ingested_then_cut(tmp_path, force_again=True)
     got = _ctrl_c_at(phase, run, out, tmp_path / "paused")
     committed = phase in ("committed", "deleting")
     if committed:
@@ -127,11 +135,7 @@ def test_ctrl_c_that_the_kernel_gives_another_thread_still_stops_the_ingest(tmp_
     # Python runs the handler on the main thread, which a signal taken by another thread does not wake:
     # CI once saw the main thread sleep on after Ctrl-C, as the kernel may hand SIGINT to any thread
     assert platform.machine() == "x86_64", "the tgkill syscall number is x86-64's"
-    run = copy_run(tmp_path / "src")
-    out = (tmp_path / "data").resolve()
-    assert not ingest([run], out, jobs=1).failed
-    header, recs = records(run / "worker-2-tcpdump.pcap")
-    write_pcap(run / "worker-2-tcpdump.pcap", header, recs[:3000])
+    run, out = _ingested_then_cut(tmp_path, force_again=False)
     line = f"Interrupted before the commit: the dataset at {out} is unchanged (its previous state)."
     assert _ctrl_c_at("reading", run, out, tmp_path / "paused", other_thread=True) == (130, [line])
     assert _state(out) == OLD

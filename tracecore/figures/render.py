@@ -86,8 +86,6 @@ def vega_bundle() -> str:
     """
     from importlib.metadata import version
 
-    import vl_convert as vlc
-
     folder = cache_dir()
     path = folder / f"vega-bundle-{version('vl-convert-python')}.js" if folder else None
     if path is not None:
@@ -95,6 +93,8 @@ def vega_bundle() -> str:
             head, bundle = path.read_text(encoding="utf-8").split("\n", 1)
             if head == _bundle_head(bundle):
                 return bundle
+    import vl_convert as vlc
+
     bundle = vlc.javascript_bundle()
     if path is not None:
         store(path, lambda partial: partial.write_text(f"{_bundle_head(bundle)}\n{bundle}", encoding="utf-8"))

@@ -32,9 +32,16 @@ if TYPE_CHECKING:
     import polars as pl
 
 MIN_LOSS_POINTS = 3
-# The loss curve's valley is flat: scipy's default tolerances (1e-8) stop 1e-3 short of the minimum and
-# where depends on its version; these run the bounded fits to the minimum itself.
-TO_THE_MINIMUM = {"ftol": 1e-12, "xtol": 1e-12, "gtol": 1e-12}
+# How both bounded fits call scipy's least_squares. The loss curve's valley is flat: the default
+# tolerances (1e-8) stop 1e-3 short of the minimum, where depends on scipy's version; 1e-12 runs to it.
+BOUNDED_FIT = {
+    "method": "trf",
+    "x_scale": "jac",
+    "max_nfev": 20_000,
+    "ftol": 1e-12,
+    "xtol": 1e-12,
+    "gtol": 1e-12,
+}
 MIN_SYNC_POINTS = 5
 MIN_ASYNC_POINTS = 4
 NUM_SEGMENTS = 3
@@ -94,9 +101,7 @@ def fit_loss_curve(k: Any, loss: Any, *, weighted: bool = False) -> LossFit:
 
     # b1 > 0 keeps 1/(b0·k + b1) finite at k = 0; the prototype's bound is 0 and it never sits there.
     lower = np.array([0.0, 1e-12, 0.0])
-    result = least_squares(
-        residuals, x0, bounds=(lower, np.inf), method="trf", x_scale="jac", max_nfev=20_000, **TO_THE_MINIMUM
-    )
+    result = least_squares(residuals, x0, bounds=(lower, np.inf), **BOUNDED_FIT)
     if not result.success or not np.all(np.isfinite(result.x)):
         raise ModelFitError(f"loss curve fit did not converge: {result.message}")
     b0, b1, b2 = (float(v) for v in result.x)
@@ -284,15 +289,7 @@ def fit_speed(points: pl.DataFrame, *, kind: str = "sync", batch: float | None =
         d = a @ theta
         return (1.0 / d if kind == "sync" else w / d) - f
 
-    result = least_squares(
-        residuals,
-        theta0,
-        bounds=(0.0, np.inf),
-        method="trf",
-        x_scale="jac",
-        max_nfev=20_000,
-        **TO_THE_MINIMUM,
-    )
+    result = least_squares(residuals, theta0, bounds=(0.0, np.inf), **BOUNDED_FIT)
     # TRF nudges a start on the bound strictly inside; keep the NNLS answer when it fits at least as well.
     better = result.success and np.sum(residuals(result.x) ** 2) < np.sum(residuals(theta0) ** 2)
     theta = result.x if better else theta0
