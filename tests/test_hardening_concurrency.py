@@ -23,8 +23,10 @@ READERS, QUERIES_EACH = 4, 5  # 20 connections, each queried before and after a 
 WAIT_S = 120.0
 
 
-def _catalog_id(out: Path) -> int:
-    return os.stat(out / "tracecore.duckdb").st_ino
+def _catalog_id(out: Path) -> tuple[int, int]:
+    """Which catalog file is committed (the inode alone may be reused by a later commit)."""
+    st = os.stat(out / "tracecore.duckdb")
+    return st.st_ino, st.st_mtime_ns
 
 
 @pytest.mark.slow
@@ -34,10 +36,23 @@ def test_queries_across_commits_never_miss_a_file(tmp_path: Path) -> None:
     assert not ingest([run], out, jobs=1).failed
     done = threading.Event()
     codes: list[tuple[int, str]] = []
+    # The promise is one commit: a connection finds its files until the commit after the one that
+    # replaced its catalog. So each ingest starts only once every reader holding a connection from
+    # before the last commit has queried it again (else a reader that loses the dataset lock to the
+    # next ingest a few times holds its connection across two commits).
+    opened_on: dict[int, tuple[int, int]] = {}  # reader -> catalog committed before it connected
+    turn = threading.Condition()
+    stalls: list[dict[int, tuple[int, int]]] = []
+
+    def readers_caught_up() -> bool:
+        return all(seen == _catalog_id(out) for seen in opened_on.values())
 
     def reingest() -> None:
         try:
             for _ in range(INGESTS):
+                with turn:
+                    if not turn.wait_for(readers_caught_up, timeout=WAIT_S):
+                        stalls.append(dict(opened_on))
                 argv = ["ingest", str(run), "--out", str(out), "--force", "-j", "1", "-q"]
                 proc = subprocess.run(
                     [sys.executable, "-m", "tracecore", *argv, "--wait", str(WAIT_S)],
@@ -53,19 +68,20 @@ def test_queries_across_commits_never_miss_a_file(tmp_path: Path) -> None:
     results: list[tuple[int, int] | str] = []
     spanned: list[bool] = []
 
-    def read() -> None:
+    def read(reader: int) -> None:
         for _ in range(QUERIES_EACH):
             if done.is_set():
                 return
-            before = _catalog_id(out)
+            with turn:
+                before = opened_on[reader] = _catalog_id(out)
             try:
                 con = open_catalog(out)
                 try:
                     sql = "SELECT count(*), sum(frame_len) FROM packets"
                     results.append(con.execute(sql).fetchone())
                     # The connection outlives the next commit: once it is seen, the dataset lock
-                    # waits for that ingest to finish (its deletions included) and keeps the one
-                    # after it from committing while the old catalog is queried again.
+                    # waits for that ingest to finish (its deletions included), and the writer
+                    # starts the one after it only when this reader is done (`readers_caught_up`).
                     deadline = time.monotonic() + WAIT_S
                     while _catalog_id(out) == before and not done.is_set() and time.monotonic() < deadline:
                         time.sleep(0.005)
@@ -76,15 +92,20 @@ def test_queries_across_commits_never_miss_a_file(tmp_path: Path) -> None:
                     con.close()
             except Exception as err:  # every failure is counted, whatever its kind
                 results.append(f"{type(err).__name__}: {err}")
+            finally:
+                with turn:
+                    del opened_on[reader]
+                    turn.notify_all()
 
     writer = threading.Thread(target=reingest)
-    readers = [threading.Thread(target=read) for _ in range(READERS)]
+    readers = [threading.Thread(target=read, args=(i,)) for i in range(READERS)]
     writer.start()
     for thread in readers:
         thread.start()
     for thread in [writer, *readers]:
         thread.join(timeout=INGESTS * WAIT_S)
     assert not any(t.is_alive() for t in [writer, *readers])
+    assert stalls == []
     assert [code for code, _ in codes] == [0] * INGESTS, codes
     failures = [r for r in results if r != SAMPLE]
     assert failures == [], spanned
