@@ -309,8 +309,14 @@ class Testbed:
             self._add_loss(self.loss_pct)
 
     def _add_ns(self, name: str) -> None:
-        _run(["ip", "netns", "add", name])
+        """Recorded before it is made: why: a signal while `ip netns add` runs may leave it made, and
+        `down` must delete it (deleting one that is not there is harmless)."""
         self._namespaces.append(name)
+        try:
+            _run(["ip", "netns", "add", name])
+        except TestbedError:  # `ip` refused it: nothing of ours to delete
+            self._namespaces.remove(name)
+            raise
 
     def _add_loss(self, loss_pct: float) -> None:
         if shutil.which("nft") is None:

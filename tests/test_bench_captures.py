@@ -21,7 +21,6 @@ from tests.commands import start_module
 from tests.conftest import netns_made_by, require_tool
 from tests.test_ingest_support import tshark
 from tracecore.ingest import ingest, open_catalog
-from tracecore.runners.testbed import list_netns
 from tracecore.sample import both_directions_run, sample_root, sample_run
 
 IPS = ["192.168.17.50", "192.168.17.51", "192.168.17.52", "192.168.17.53"]
@@ -232,18 +231,17 @@ def test_make_captures_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
     for tool in ("ip", "tcpdump", "ethtool", "iperf3"):
         require_tool(tool)
     proc = start_module("bench.make_captures", "--smoke", "--out", str(tmp_path))
-    prefix = f"tb{proc.pid}x"
+    partial = tmp_path / "torch_ddp-resnet8w4-sgd-4-gloo-normal-ring.partial"
     try:
-        # Wait (bounded) until the DDP run's testbed is up: the second testbed of this process.
+        # Wait (bounded) until the DDP run's four captures run: its testbed is up, its ranks start.
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if any(ns.startswith(prefix + "1-") for ns in list_netns()):
+            if len(list(partial.glob("worker-*-tcpdump.pcap"))) == 4:
                 break
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.1)
         else:
-            pytest.fail("DDP testbed never came up")
-        time.sleep(1.0)  # ranks starting / training
+            pytest.fail("DDP run's captures never started")
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
     finally:

@@ -227,6 +227,40 @@ def test_signal_tears_down(sig: signal.Signals) -> None:
     assert not set(names) & set(list_netns())
 
 
+def test_a_signal_while_a_namespace_is_made_still_deletes_it(tmp_path: Path) -> None:
+    """SIGINT lands while `ip netns add` runs (here: an `ip` that lingers after making it, as a loaded
+    machine may): the namespace it made is deleted too (it leaked when recorded only afterwards)."""
+    shim = tmp_path / "bin" / "ip"
+    shim.parent.mkdir()
+    real = require_tool("ip")
+    shim.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = netns ] && [ "$2" = add ]; then "{real}" "$@" || exit; exec sleep 30; fi\n'
+        f'exec "{real}" "$@"\n'
+    )
+    shim.chmod(0o755)
+    script = "from tracecore.runners.testbed import Testbed\nwith Testbed(n_workers=1):\n    pass\n"
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+    argv = [sys.executable, "-c", script]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not netns_made_by(proc.pid):
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+        assert "KeyboardInterrupt" in err
+        assert not netns_made_by(proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for name in netns_made_by(proc.pid):
+            subprocess.run([real, "netns", "del", name], check=False, capture_output=True)
+
+
 def test_cleanup_stale_removes_dead_owner_namespaces() -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
