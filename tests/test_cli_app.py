@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -41,16 +40,16 @@ def test_version() -> None:
 
 
 def test_help_is_instant_and_imports_nothing_heavy() -> None:
+    # CPU seconds, not wall: a loaded CI machine stretches wall time, not the work of importing
     code = (
-        "import sys, time; t=time.perf_counter(); from tracecore.cli.app import app; "
+        "import sys, time; t=time.process_time(); from tracecore.cli.app import app; "
         "heavy=[m for m in ('pyarrow','duckdb','numba','polars','altair','sklearn') if m in sys.modules]; "
-        "print(heavy); print(time.perf_counter()-t)"
+        "print(heavy); print(time.process_time()-t)"
     )
-    start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    heavy, _ = out.splitlines()
+    heavy, cpu_s = out.splitlines()
     assert heavy == "[]", f"heavy imports at CLI import time: {heavy}"
-    assert time.perf_counter() - start < 3.0
+    assert float(cpu_s) < 1.5
 
 
 def test_every_cli_module_is_thin() -> None:

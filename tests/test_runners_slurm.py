@@ -132,18 +132,18 @@ def test_ddp_matrix_through_sbatch_captured_lossy_ingested(cluster: SlurmCluster
 
 
 def _started(
-    cluster: SlurmCluster, exp: Path, ready: str, deadline_s: float = 90
+    cluster: SlurmCluster, exp: Path, *ready: str, deadline_s: float = 90
 ) -> tuple[subprocess.Popen, str]:
-    """The runner in the background, once its job runs and `ready` (a file in the run folder) has a
-    line; its job id."""
+    """The runner in the background, once its job runs and each of `ready` (files in the run folder)
+    has a line; its job id."""
     proc = cluster.start_run([str(exp)])
     deadline = time.monotonic() + deadline_s
     while True:
         assert proc.poll() is None, (cluster.dir / "runner.log").read_text()
         assert time.monotonic() < deadline, "the job never got going"
         running = [j for j, state in cluster.jobs("RUNNING")]
-        files = list(exp.parent.glob(f"out/*.partial/{ready}"))
-        if running and files and files[0].read_text().strip():
+        files = [list(exp.parent.glob(f"out/*.partial/{name}")) for name in ready]
+        if running and all(found and found[0].read_text().strip() for found in files):
             return proc, running[0]
         time.sleep(0.2)
 
@@ -193,7 +193,7 @@ def test_ctrl_c_or_sigterm_cancels_the_job_and_keeps_the_run_apart(
     out, name = tmp_path / "out", "torch_ddp-resnet8w4-sgd-4-gloo-loss_1-ring"
     program = ["sh", "-c", 'echo "rank $0 up"; exec sleep 300', "{rank}"]
     exp = write(tmp_path, experiment(out, program, matrix__loss=[1], backend__allow_loss=True))
-    proc, job = _started(cluster, exp, "logs/w1.out")
+    proc, job = _started(cluster, exp, "logs/w0.out", "logs/w1.out")
     assert cluster.leftovers(settle_s=0)["nft"] == ["table inet tracecore_loss"] * 2
     proc.send_signal(sig)
     rc, log = _exit(proc, cluster)
@@ -278,11 +278,11 @@ def test_timeout_a_failing_rank_or_capture_stop_the_job(cluster: SlurmCluster, t
     program = [
         "sh",
         "-c",
-        "echo rank $0 up; if [ $0 = 1 ]; then sleep 1; exit 1; fi; exec sleep 300",
+        "echo rank $0 up; if [ $0 = 1 ]; then sleep 3; exit 1; fi; exec sleep 300",  # w0's step up by then
         "{rank}",
     ]
     res = cluster.run([str(write(tmp_path, experiment(tmp_path / "fail", program)))])
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 150  # not the 300 s sleep
     assert res.returncode == 6, res.stderr
     assert "1 of 1 run(s) failed" in res.stderr
     failed = only_failed(tmp_path / "fail")
