@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 import signal
@@ -45,13 +46,33 @@ def _tgkill(pid: int, tid: int, sig: int) -> None:
 
 
 def _threads_taking(pid: int, sig: int) -> list[int]:
-    """The thread ids of `pid` that do not block `sig` (SigBlk in /proc/PID/task/TID/status)."""
+    """The thread ids of `pid` that do not block `sig` (SigBlk in /proc/PID/task/TID/status); a thread
+    that ends while they are listed is left out."""
     tids = []
     for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
-        status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines())
+        try:
+            text = (task / "status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        status = dict(line.split(":\t", 1) for line in text.splitlines())
         if not int(status["SigBlk"], 16) >> (sig - 1) & 1:
             tids.append(int(task.name))
     return tids
+
+
+def _signal_another_thread(pid: int, sig: int) -> None:
+    """Send `sig` to a thread of `pid` other than the main one that takes it, as the kernel may choose;
+    one that ends before it is signalled (ESRCH) gives way to the next."""
+    for _ in range(20):
+        tids = [t for t in _threads_taking(pid, sig) if t != pid]
+        assert tids, f"no thread of {pid} but the main one takes signal {sig}"
+        try:
+            _tgkill(pid, tids[0], sig)
+            return
+        except OSError as err:
+            if err.errno != errno.ESRCH:
+                raise
+    pytest.fail(f"the threads of {pid} kept ending before they could be signalled")
 
 
 def _ctrl_c_at(
@@ -76,9 +97,7 @@ def _ctrl_c_at(
             time.sleep(0.01)
         assert marker.is_file(), f"never paused at {phase}: exit {proc.poll()}"
         if other_thread:  # one the kernel could pick: a thread that does not block SIGINT
-            tids = [t for t in _threads_taking(proc.pid, signal.SIGINT) if t != proc.pid]
-            assert tids, f"no thread of {proc.pid} but the main one takes SIGINT"
-            _tgkill(proc.pid, tids[0], signal.SIGINT)
+            _signal_another_thread(proc.pid, signal.SIGINT)
         else:
             proc.send_signal(signal.SIGINT)
         try:
