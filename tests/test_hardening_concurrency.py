@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.test_ingest_support import copy_run
+from tracecore.dataset import Dataset
+from tracecore.errors import DatasetError, ExitCode, UsageError
 from tracecore.ingest import ingest, open_catalog
 from tracecore.ingest.lock import dataset_lock
+from tracecore.query import run_sql
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = (17027, 16_111_104)  # packets and bytes on the wire of the sample run
@@ -111,3 +114,36 @@ def test_queries_across_commits_never_miss_a_file(tmp_path: Path) -> None:
     assert failures == [], spanned
     assert sum(spanned) >= READERS  # each reader held a connection across at least one commit
     assert len(results) >= 2 * READERS
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_a_connection_held_across_two_commits_is_told_the_dataset_changed(
+    tmp_path: Path, unsafe: bool
+) -> None:
+    """One commit later its files are still there; two commits later the query says why it fails
+    (before: DuckDB's "file system operations are disabled by configuration", exit 2)."""
+    run = copy_run(tmp_path / "src")
+    out = tmp_path / "data"
+    sql = "SELECT count(*) AS n, sum(frame_len) AS b FROM packets"
+    assert not ingest([run], out, jobs=1).failed
+    con = open_catalog(out, unsafe=unsafe)
+    try:
+        assert not ingest([run], out, jobs=1, force=True).failed
+        assert tuple(run_sql(con, sql, unsafe=unsafe).to_pylist()[0].values()) == SAMPLE
+        assert not ingest([run], out, jobs=1, force=True).failed
+        with pytest.raises(DatasetError) as err:
+            run_sql(con, sql, unsafe=unsafe)
+        if unsafe:  # a file the query names itself, not one of the catalog's, is the query's own error
+            other = out / "packets" / "elsewhere.parquet"
+            with pytest.raises(UsageError, match="No files found that match the pattern"):
+                run_sql(con, f"SELECT * FROM read_parquet('{other}')", unsafe=True)
+    finally:
+        con.close()
+    assert err.value.exit_code == ExitCode.DATASET
+    message = str(err.value)
+    assert message.startswith(str(out.resolve() / "packets" / f"run={run.name}"))
+    assert message.endswith(
+        ".parquet: this part file is gone: the dataset was ingested again twice since this connection "
+        "opened it; open the dataset again and rerun the query"
+    )
+    assert tuple(Dataset(out, as_="arrow").sql(sql).to_pylist()[0].values()) == SAMPLE

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracecore.errors import UsageError
+from tracecore.errors import DatasetError, UsageError
 
 if TYPE_CHECKING:
     import altair as alt
@@ -70,7 +70,7 @@ class Dataset:
         """`call(con)`, retried once on a fresh connection when an ingest committed meanwhile."""
         try:
             return call(self._connection())
-        except UsageError:
+        except (UsageError, DatasetError):
             if self._file_stamp() == self._stamp:
                 raise
             return call(self._connection())

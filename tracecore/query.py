@@ -229,13 +229,40 @@ def run_sql(
             _check_read_only(duckdb.extract_statements(sql))
         rel = con.sql(sql, params=values or None)
     except duckdb.Error as err:
-        raise UsageError(_first_line(err)) from err
+        raise _query_error(con, err) from err
     if rel is None:
         return pa.table({})
     try:
         return rel.to_arrow_table()
     except duckdb.Error as err:
-        raise UsageError(_first_line(err)) from err
+        raise _query_error(con, err) from err
+
+
+# How DuckDB names a Parquet file it cannot find: locked down, it refuses to glob for it; unsafe, the
+# glob finds nothing
+_MISSING_FILE = re.compile(
+    r'(?:Cannot access file|No files found that match the pattern) "([^"]+?\.parquet)(?:/\*\*/\*\.parquet)?"'
+)
+
+
+def _query_error(con: duckdb.DuckDBPyConnection, err: Exception) -> UsageError | DatasetError:
+    """DuckDB's error in one line; a part file of the catalog gone under the query says why: an ingest
+    committed twice since the connection opened the catalog (files are kept one commit for its readers)."""
+    import duckdb
+
+    missing = _MISSING_FILE.search(str(err))
+    if missing is None or Path(missing.group(1)).exists():
+        return UsageError(_first_line(err))
+    try:
+        parts = [path for (path,) in con.execute("SELECT path FROM _files").fetchall()]
+    except duckdb.Error:  # not a catalog's connection
+        parts = []
+    if any(missing.group(1).endswith(f"/{part}") for part in parts):
+        return DatasetError(
+            f"{missing.group(1)}: this part file is gone: the dataset was ingested again twice since this "
+            "connection opened it; open the dataset again and rerun the query"
+        )
+    return UsageError(_first_line(err))
 
 
 _LEAD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.DOTALL)
