@@ -3,6 +3,7 @@ acceptance: the disk-full fault test, on a small tmpfs mounted by the test)."""
 
 from __future__ import annotations
 
+import gc
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,9 @@ from tests.test_hardening_interrupt import NEW, OLD, _state
 from tests.test_ingest_support import copy_run, records, write_pcap
 from tracecore import views
 from tracecore.ingest import ingest
+from tracecore.ingest.writer import PartSink
+from tracecore.reader import read_batches
+from tracecore.sample import sample_run
 
 REPO = Path(__file__).resolve().parent.parent
 FREE_BYTES = (0, 64 << 10, 256 << 10, 1 << 20, 3 << 20)  # left free when the update starts
@@ -93,3 +97,27 @@ def test_disk_full_leaves_old_or_new_and_one_line(
     assert not ingest([run], out, jobs=1).failed
     assert _state(out) == NEW
     assert set(views.view_names()) <= _template_views(cache)
+
+
+def test_part_files_that_fill_the_disk_are_closed_once(tmpfs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A part file that cannot be written: `close()` raises and the sink's writers are closed then.
+    Before, a writer whose close had failed was closed again by the garbage collector, whose
+    "Exception ignored … No space left on device" lines went to stderr beside the ingest's one line
+    (CI once saw ten lines in the test above)."""
+    unraisable: list = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    capture = sorted(sample_run().glob("*.pcap"))[0]
+    for leave in (0, 4 << 10, 16 << 10, 32 << 10):
+        stage = tmpfs / f"stage-{leave}"
+        stage.mkdir()
+        filler = _fill(tmpfs, leave)
+        sink = PartSink(stage, 0)
+        for batch in read_batches(capture, batch_rows=1000):
+            sink.put(batch, new_part=False)
+        with pytest.raises(OSError, match="No space left on device"):
+            sink.close()
+        del sink
+        gc.collect()
+        filler.unlink()
+        shutil.rmtree(stage)
+    assert [str(u.exc_value) for u in unraisable] == []

@@ -17,6 +17,7 @@ faster for nearly the same size (bench/results/reader-notes.md, bench/results/in
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -231,6 +232,7 @@ class PartSink:
                         self._write(dense, part)
             except Exception as err:  # reported by close(); the capture is then dropped whole
                 self.error = err
+                self._abandon_parts()
                 if item is None:
                     return
 
@@ -248,8 +250,18 @@ class PartSink:
         self.parts[slot] = (path, rows + batch.num_rows, layers)
 
     def _close_parts(self) -> None:
+        for dense in list(self._open):
+            writer, _ = self._open.pop(dense)
+            writer.close()  # on failure the rest are left to `_abandon_parts`
+
+    def _abandon_parts(self) -> None:
+        """Close the open part files after a failed write, their own errors ignored (the capture is
+        dropped whole). Why: a writer whose close failed stays open, and the garbage collector's
+        second try prints "Exception ignored" lines beside the ingest's one-line error."""
         for writer, _ in self._open.values():
-            writer.close()
+            with contextlib.suppress(Exception):
+                writer.close()
+            writer.is_open = False  # pyarrow's `__del__` closes a writer still marked open
         self._open.clear()
 
 
