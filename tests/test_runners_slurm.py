@@ -278,7 +278,9 @@ def test_timeout_a_failing_rank_or_capture_stop_the_job(cluster: SlurmCluster, t
     program = [
         "sh",
         "-c",
-        "echo rank $0 up; if [ $0 = 1 ]; then sleep 3; exit 1; fi; exec sleep 300",  # w0's step up by then
+        # rank 1 fails once rank 0's step is up (the two steps start on their own), at most 10 s later
+        "echo rank $0 up; if [ $0 = 1 ]; then i=0; until grep -qs up logs/w0.out || [ $i = 100 ]; do "
+        "sleep 0.1; i=$((i+1)); done; exit 1; fi; exec sleep 300",
         "{rank}",
     ]
     res = cluster.run([str(write(tmp_path, experiment(tmp_path / "fail", program)))])

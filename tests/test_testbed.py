@@ -139,11 +139,13 @@ def test_iperf3_four_workers_wire_sized_frames(tmp_path: Path) -> None:
     pkts = _ip_packets(tmp_path / "w2.pcap")
     assert {(s, d) for s, d, _, _ in pkts} == {("192.168.17.52", "192.168.17.53")}
     # Every frame eth1 sent during the capture is in it: the kernel's counter equals the pcap's
-    # original lengths. (iperf3 -n may leave less than n on the wire: its server closes the test
-    # once it has counted, and a busy machine can cut the tail; the capture must still be complete.)
+    # original lengths. (iperf3 -n may leave much less than n on the wire: the client counts what
+    # it wrote into its socket, the server closes the test on the client's word, and what was still
+    # buffered is cut; a busy CI machine once put 45 % of n on the wire. The capture must still be
+    # complete.)
     assert _orig_lengths_sum(tmp_path / "w2.pcap") == tx_sent
     wire = sum(n for _, _, _, n in pkts)
-    assert nbytes // 2 < wire < nbytes * 1.1
+    assert nbytes // 10 < wire < nbytes * 1.1
     # Offloads off: no frame beyond MTU + Ethernet header; full segments are exactly 1514 bytes.
     assert max(n for _, _, _, n in pkts) == 1514
     frames = _frame_lengths(tmp_path / "w2.pcap")
