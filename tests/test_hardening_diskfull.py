@@ -103,7 +103,7 @@ def test_part_files_that_fill_the_disk_are_closed_once(tmpfs: Path, monkeypatch:
     """A part file that cannot be written: `close()` raises and the sink's writers are closed then.
     Before, a writer whose close had failed was closed again by the garbage collector, whose
     "Exception ignored … No space left on device" lines went to stderr beside the ingest's one line
-    (CI once saw ten lines in the test above)."""
+    (a clean clone once saw ten lines in the test above)."""
     unraisable: list = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     capture = sorted(sample_run().glob("*.pcap"))[0]
