@@ -141,7 +141,7 @@ def test_iperf3_four_workers_wire_sized_frames(tmp_path: Path) -> None:
     # Every frame eth1 sent during the capture is in it: the kernel's counter equals the pcap's
     # original lengths. (iperf3 -n may leave much less than n on the wire: the client counts what
     # it wrote into its socket, the server closes the test on the client's word, and what was still
-    # buffered is cut; a busy CI machine once put 45 % of n on the wire. The capture must still be
+    # buffered is cut; a busy machine once put 45 % of n on the wire. The capture must still be
     # complete.)
     assert _orig_lengths_sum(tmp_path / "w2.pcap") == tx_sent
     wire = sum(n for _, _, _, n in pkts)

@@ -251,8 +251,8 @@ class PartSink:
 
     def _close_parts(self) -> None:
         for dense in list(self._open):
-            writer, _ = self._open.pop(dense)
-            writer.close()  # on failure the rest are left to `_abandon_parts`
+            self._open[dense][0].close()  # on failure it and the rest are left to `_abandon_parts`
+            del self._open[dense]
 
     def _abandon_parts(self) -> None:
         """Close the open part files after a failed write, their own errors ignored (the capture is
