@@ -28,6 +28,12 @@ def run(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print every host's commands; run nothing.")
     ] = False,
+    exact: Annotated[
+        bool,
+        typer.Option(
+            "--exact", help="With --dry-run: each command exactly as started (ssh, srun, batch scripts)."
+        ),
+    ] = False,
     only: Annotated[
         str | None,
         typer.Option("--only", help="Only runs whose name matches this glob.", show_default="every run"),
@@ -68,6 +74,7 @@ def run(
     result = run_experiment(
         experiment,
         dry=dry_run,
+        exact=exact,
         only=only,
         resume=resume,
         ingest=ingest,

@@ -29,7 +29,7 @@ from typing import ClassVar
 
 from tracecore.runners.experiment import CaptureSettings, ExperimentError
 from tracecore.runners.launchers import Host, HostCommand, fill_template
-from tracecore.runners.testbed import CaptureStats
+from tracecore.runners.testbed import CaptureStats, tcpdump_argv
 
 
 @dataclass
@@ -48,9 +48,11 @@ class Step:
 
     where: str
     what: str
-    argv: tuple[str, ...]
+    argv: tuple[str, ...]  # exactly what tracecore starts here (ssh, ip netns exec, sbatch… included)
     stdin: str | None = None
-    script: str | None = None  # the file the step submits (slurm's batch script), shown whole by dry runs
+    script: str | None = None  # the file the step submits (slurm's batch script), shown by --exact
+    shown: tuple[str, ...] | None = None  # the command as the host runs it (None: argv itself)
+    parts: tuple[Step, ...] = ()  # the steps a submission bundles (slurm: one srun step per command)
 
 
 class Backend(ABC):
@@ -80,6 +82,14 @@ class Backend(ABC):
     @abstractmethod
     def launch_command(self, cmd: HostCommand) -> list[str]:
         """The launcher's argv and env as the command actually started for the host."""
+
+    def transport(self) -> str:
+        """How the commands reach the hosts, for a dry run's header (what --exact spells out)."""
+        return "each command runs as shown"
+
+    def address_note(self, n: int) -> str | None:
+        """Where the hosts' addresses shown by a dry run come from, when they are not known yet."""
+        return None
 
     def submission(self, steps: list[Step], run_dir: Path) -> list[Step]:
         """The run's steps as this backend hands them over: one by one (netns, ssh), or bundled into
@@ -174,6 +184,22 @@ class Backend(ABC):
         this backend reads no clocks)."""
         return None
 
+    # ---- preflight (tracecore.runners.preflight) -------------------------------------------------
+    def sweep_stale(self, run_dirs: list[Path]) -> None:  # noqa: B027 - most backends have nothing to sweep
+        """End what an earlier runner of these run folders left holding the hosts (`--resume`)."""
+
+    def preflight_hosts(self, n: int) -> list[Host]:
+        """The hosts to probe before the first run of n hosts."""
+        return self.hosts(n)
+
+    def preflight_interfaces(self, capture: CaptureSettings) -> tuple[str, str]:
+        """The address and capture interfaces each host must have ('' when the backend makes them)."""
+        return capture.address_interface or capture.interface, capture.interface
+
+    @abstractmethod
+    def probe(self, host: Host, argv: list[str]) -> str | None:
+        """Run the preflight probe's argv on host (nothing else is started there) and return its output."""
+
 
 def env_argv(cmd: HostCommand) -> list[str]:
     """`env K=V … argv`: the added environment travels in the argv, so what is shown is what runs."""
@@ -184,3 +210,9 @@ def capture_filter(host: Host, capture: CaptureSettings) -> str:
     """The host's BPF filter: `capture.filter` with {ip}, {host} and {interface} filled in."""
     values = {"ip": host.ip, "host": host.name, "interface": host.interface}
     return fill_template(capture.filter, values, "capture.filter")
+
+
+def host_tcpdump_argv(host: Host, capture: CaptureSettings, path: str) -> list[str]:
+    """The tcpdump command a host runs for the capture settings, writing path."""
+    bpf = capture_filter(host, capture)
+    return tcpdump_argv(capture.interface, capture.snaplen, capture.buffer_kib, path, bpf)

@@ -1,9 +1,18 @@
-"""One rank of a PyTorch DistributedDataParallel (gloo, CPU) training run.
+"""One rank of a PyTorch DistributedDataParallel training run: gloo on CPU, gloo or NCCL on CUDA.
 
-Started by `tracecore.runners.torch_ddp` once per worker namespace:
+Started once per host by `tracecore run` (and `tracecore.runners.torch_ddp`):
 
     python -m tracecore.runners.ddp_worker --rank R --world-size N --master-addr IP --master-port P
-        --depth 8 --width 16 --batch-size 32 --epochs 2 --steps-per-epoch 10 --log train_history.log
+        --depth 8 --width 16 --batch-size 32 --epochs 2 --steps-per-epoch 10 --train-log train_history.log
+        [--backend nccl --device cuda] [--profile-dir DIR --profile-schedule 3,1,3]
+
+or, for several ranks per host, under torchrun (`python -m torch.distributed.run … -m
+tracecore.runners.ddp_worker …` without --rank): the rank, world size, master and LOCAL_RANK then come
+from torchrun's environment (torchrun's argparse takes any option that abbreviates one of its own, so
+no option here may: tests/test_runners_gpu.py checks). On CUDA a rank uses GPU LOCAL_RANK of those the
+host makes visible (`CUDA_VISIBLE_DEVICES`); several ranks may share one GPU where NCCL allows it (distinct
+`NCCL_HOSTID`s). With --profile-dir every rank writes `kineto-rank<R>.json`, a PyTorch profiler trace
+(Chrome JSON; CPU and, on CUDA, GPU activity) of the steps the schedule records.
 
 The model is a CIFAR-style ResNet-(6n+2) (He et al. 2016, §4.2: three stages of n basic blocks,
 widths w, 2w, 4w) on synthetic 32×32×3 images whose 10 labels are a fixed function of the
@@ -82,12 +91,15 @@ def synthetic_batch(
     return x, y
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The worker's options (none may abbreviate one of torchrun's: see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rank", type=int, required=True)
-    ap.add_argument("--world-size", type=int, required=True)
-    ap.add_argument("--master-addr", required=True)
-    ap.add_argument("--master-port", type=int, default=29500)
+    ap.add_argument("--rank", type=int, help="this rank (default: $RANK, set by torchrun)")
+    ap.add_argument("--world-size", type=int, help="ranks in all (default: $WORLD_SIZE)")
+    ap.add_argument("--master-addr", help="rank 0's address (default: $MASTER_ADDR)")
+    ap.add_argument("--master-port", type=int, help="rank 0's port (default: $MASTER_PORT, else 29500)")
+    ap.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--width", type=int, default=16)
     ap.add_argument("--batch-size", type=int, default=32)
@@ -96,33 +108,57 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     ap.add_argument("--bucket-cap-mb", type=float, default=25.0)
-    ap.add_argument("--log", required=True, help="train_history.log path (rank 0 writes it)")
+    ap.add_argument("--train-log", required=True, help="train_history.log path (rank 0 writes it)")
     ap.add_argument("--meta", help="JSON file rank 0 writes with model facts")
     ap.add_argument("--timeout-s", type=float, default=120.0)
+    ap.add_argument("--profile-dir", help="write a PyTorch profiler trace per rank here")
+    ap.add_argument("--profile-schedule", default="3,1,3", help="steps skipped, warmed up, recorded")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
+    rank, world, local_rank = _placement(args)
+    if args.backend == "nccl" and args.device != "cuda":
+        ap.error("--backend nccl needs --device cuda")
 
     torch.set_num_threads(1)
     torch.manual_seed(1234)  # same initial weights everywhere (DDP broadcasts rank 0's anyway)
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            ap.error(f"--device cuda: torch {torch.__version__} sees no CUDA device on this host")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    master = args.master_addr or os.environ.get("MASTER_ADDR")
+    port = args.master_port or int(os.environ.get("MASTER_PORT", "29500"))
+    if master is None:
+        ap.error("--master-addr (or $MASTER_ADDR) is needed")
     dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://{args.master_addr}:{args.master_port}",
-        rank=args.rank,
-        world_size=args.world_size,
+        args.backend,
+        init_method=f"tcp://{master}:{port}" if args.rank is not None else "env://",
+        rank=rank,
+        world_size=world,
         timeout=datetime.timedelta(seconds=args.timeout_s),
+        **({"device_id": device} if args.backend == "nccl" else {}),
     )
-    model = CifarResNet(args.depth, args.width)
+    model = CifarResNet(args.depth, args.width).to(device)
     n_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    ddp = DistributedDataParallel(model, bucket_cap_mb=args.bucket_cap_mb)
+    ddp = DistributedDataParallel(
+        model, device_ids=[device] if device.type == "cuda" else None, bucket_cap_mb=args.bucket_cap_mb
+    )
     if args.optimizer == "sgd":
         opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     else:
         opt = torch.optim.Adam(ddp.parameters(), lr=args.lr * 0.02)
     proj = torch.randn(48, 10, generator=torch.Generator().manual_seed(7))
-    gen = torch.Generator().manual_seed(1000 + args.rank)
+    gen = torch.Generator().manual_seed(1000 + rank)
+    profiler = _profiler(args, rank, device)
 
     log = None
-    if args.rank == 0:
-        log = open(args.log, "w", buffering=1)  # noqa: SIM115 - closed below, line-buffered on purpose
+    if rank == 0:
+        log = open(args.train_log, "w", buffering=1)  # noqa: SIM115 - closed below, line-buffered on purpose
         log.write("Type,ID,Timestamp,Loss,Accuracy\n")
     t_start = time.time()
     step_times = []
@@ -132,11 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         seen = 0
         for b in range(args.steps_per_epoch):
             x, y = synthetic_batch(gen, proj, args.batch_size)
+            x, y = x.to(device), y.to(device)
             t0 = time.time()
             opt.zero_grad(set_to_none=True)
             out = ddp(x)
             loss = F.cross_entropy(out, y)
-            loss.backward()  # DDP all-reduces the gradient buckets here (gloo ring)
+            loss.backward()  # DDP all-reduces the gradient buckets here
             opt.step()
             step_times.append(time.time() - t0)
             loss_sum += loss.item() * len(y)
@@ -144,11 +181,15 @@ def main(argv: list[str] | None = None) -> int:
             seen += len(y)
             if log is not None:
                 log.write(f"Batch,{b},{time.time():.6f},{loss_sum / seen:.6f},{correct / seen:.6f}\n")
+            if profiler is not None:
+                profiler.step()
         if log is not None:
             log.write(f"Epoch,{epoch},{time.time():.6f},{loss_sum / seen:.6f},{correct / seen:.6f}\n")
     t_end = time.time()
+    if profiler is not None:
+        profiler.stop()
     dist.barrier()
-    if args.rank == 0:
+    if rank == 0:
         assert log is not None
         log.close()
         if args.meta:
@@ -164,11 +205,59 @@ def main(argv: list[str] | None = None) -> int:
                 "train_end_unix": t_end,
                 "mean_step_s": sum(step_times) / len(step_times),
                 "gloo_socket_ifname": os.environ.get("GLOO_SOCKET_IFNAME", ""),
+                "backend": args.backend,
+                "world_size": world,
+                **_device_facts(device),
             }
             with open(args.meta, "w") as fh:
                 json.dump(meta, fh, indent=2)
     dist.destroy_process_group()
     return 0
+
+
+def _placement(args: argparse.Namespace) -> tuple[int, int, int]:
+    """(rank, world size, local rank): from the arguments, else from torchrun's environment."""
+    if args.rank is not None:
+        if args.world_size is None:
+            raise SystemExit("ddp_worker: --rank needs --world-size")
+        return args.rank, args.world_size, int(os.environ.get("LOCAL_RANK", "0"))
+    try:
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", "0"))
+    except (KeyError, ValueError):
+        raise SystemExit("ddp_worker: give --rank and --world-size, or start it under torchrun") from None
+
+
+def _profiler(args: argparse.Namespace, rank: int, device: torch.device) -> object | None:
+    """A started PyTorch profiler writing `kineto-rank<R>.json` once its schedule's steps are recorded."""
+    if not args.profile_dir:
+        return None
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    wait, warmup, active = (int(v) for v in args.profile_schedule.split(","))
+    path = os.path.join(args.profile_dir, f"kineto-rank{rank}.json")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    prof = profile(
+        activities=activities,
+        schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(path),
+        record_shapes=True,
+    )
+    prof.start()
+    return prof
+
+
+def _device_facts(device: torch.device) -> dict:
+    """What rank 0 ran on, for run.toml: the GPU and the CUDA and NCCL builds of torch."""
+    if device.type != "cuda":
+        return {"device": "cpu"}
+    nccl = torch.cuda.nccl.version() if hasattr(torch.cuda, "nccl") else None
+    return {
+        "device": "cuda",
+        "gpu": torch.cuda.get_device_name(device),
+        "cuda_version": torch.version.cuda or "",
+        "nccl_version": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl or ""),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+    }
 
 
 def exit_now(code: int) -> None:

@@ -24,7 +24,8 @@ from pathlib import Path
 from tracecore import __version__
 from tracecore.errors import ExitCode, Interrupted, Terminated, TracecoreError
 from tracecore.ingest.runname import format_loss
-from tracecore.runners.backend import Backend, Step
+from tracecore.runners import nccl_env, preflight
+from tracecore.runners.backend import Backend, Step, env_argv, host_tcpdump_argv
 from tracecore.runners.clocks import measure_offsets
 from tracecore.runners.experiment import Experiment, ExperimentError, RunSpec, load_experiment
 from tracecore.runners.launchers import DDP_META, HostCommand, host_commands
@@ -69,15 +70,18 @@ class ExperimentResult:
 
 
 def make_backend(exp: Experiment) -> Backend:
-    """The experiment's backend: netns, ssh or slurm."""
+    """The experiment's backend: netns, ssh or slurm; remote hosts are known by the address (and
+    sockets) of the address interface, which is the capture interface unless the file names another."""
+    nic = exp.capture.address_interface or exp.capture.interface
     if exp.backend.kind == "ssh":
         from tracecore.runners.ssh import SshBackend
 
-        return SshBackend(exp.backend, exp.capture.interface, exp.settings.timeout_s)
+        return SshBackend(exp.backend, nic, exp.settings.timeout_s)
     if exp.backend.kind == "slurm":
         from tracecore.runners.slurm import SlurmBackend
 
-        return SlurmBackend(exp.backend, exp.capture.interface, exp.settings.timeout_s)
+        gpus = exp.launcher.ranks_per_host if exp.launcher.device == "cuda" else 0
+        return SlurmBackend(exp.backend, nic, exp.settings.timeout_s, gpus=gpus)
     if exp.backend.kind != "netns":
         raise ExperimentError(
             f"{exp.path}: backend.kind: {exp.backend.kind!r} is not available yet (use netns, ssh or slurm)"
@@ -87,11 +91,18 @@ def make_backend(exp: Experiment) -> Backend:
     return NetnsBackend(exp.backend)
 
 
-def dry_run(exp: Experiment, backend: Backend, complete: set[str] | None = None) -> str:
-    """Every command each host would run, per run, as shell lines; nothing is started."""
+def dry_run(exp: Experiment, backend: Backend, complete: set[str] | None = None, exact: bool = False) -> str:
+    """Every command each host would run, per run, as shell lines; nothing is started. The header
+    summarises the matrix and how commands reach the hosts; commands are shown as the hosts run them,
+    or with `exact` as tracecore starts them (ssh, srun and sbatch wrapping, the batch script)."""
     out = Path(exp.settings.out)
-    lines = [f"# {exp.path.name}: {len(exp.runs)} run(s) on the {backend.kind} backend"]
     backend.loss_choice = exp.loss_method  # not probed: auto shows both outcomes
+    most = max(s.workers for s in exp.runs)
+    lines = [f"# {line}" for line in describe(exp, backend.kind)]
+    lines.append(f"# {backend.transport()}")
+    note = backend.address_note(most)
+    if note:
+        lines.append(f"# {note}")
     for k, spec in enumerate(exp.runs, 1):
         head = f"run {k}/{len(exp.runs)} {spec.name} ({spec.workers} host(s))"
         if spec.name in (complete or set()):
@@ -99,26 +110,59 @@ def dry_run(exp: Experiment, backend: Backend, complete: set[str] | None = None)
             continue
         lines.append(head)
         for step in plan(exp, backend, spec, out / f"{spec.name}.partial"):
-            text = shlex.join(step.argv) + (f" <<< {shlex.quote(step.stdin)}" if step.stdin else "")
-            lines.append(f"  [{step.where}] {step.what}: {text}")
-            lines += [f"    {line}".rstrip() for line in (step.script or "").splitlines()]
+            lines += _shown(step, exact)
     return "\n".join(lines) + "\n"
+
+
+def _shown(step: Step, exact: bool, indent: str = "  ") -> list[str]:
+    """A step's lines in a dry run: its command as the host runs it, or exactly as started."""
+    if exact or step.shown is None:
+        text = shlex.join(step.argv) + (f" <<< {shlex.quote(step.stdin)}" if step.stdin else "")
+        lines = [f"{indent}[{step.where}] {step.what}: {text}"]
+        return lines + [f"{indent}  {line}".rstrip() for line in (step.script or "").splitlines()]
+    lines = [f"{indent}[{step.where}] {step.what}: {shlex.join(step.shown)}"]
+    lines += [f"{indent}    | {line}".rstrip() for line in (step.stdin or "").splitlines()]
+    for part in step.parts:
+        lines += _shown(part, exact, indent + "  ")
+    return lines
+
+
+def describe(exp: Experiment, backend_kind: str) -> list[str]:
+    """The matrix in a few lines: how many runs on how many hosts, what varies, what stays."""
+    runs = exp.runs
+    hosts = sorted({s.workers for s in runs})
+    launcher = exp.launcher
+    where = "CUDA" if launcher.device == "cuda" else "CPU"
+    per_host = f", {launcher.ranks_per_host} rank(s) per host" if launcher.ranks_per_host > 1 else ""
+    workload = f"{launcher.kind} launcher" + (f" on {where}" if launcher.kind == "ddp" else "") + per_host
+    head = (
+        f"{exp.path.name}: {len(runs)} run(s) × {'/'.join(map(str, hosts))} host(s) on the {backend_kind}"
+        f" backend, {workload}"
+    )
+    fields = ("framework", "model", "optimizer", "batch_size", "backend", "loss_pct", "topology", "workers",
+              "repetition")  # fmt: skip
+    labels = {"loss_pct": "loss", "workers": "hosts"}
+    varies, fixed = [], []
+    for key in fields:
+        values = list(dict.fromkeys(getattr(s, key) for s in runs))
+        shown = ", ".join(f"{v:g} %" if key == "loss_pct" else str(v) for v in values)
+        if len(values) > 1 or key != "repetition":
+            (varies if len(values) > 1 else fixed).append(f"{labels.get(key, key)} {shown}")
+    return [head, f"varies: {'; '.join(varies) or 'nothing'}", f"same in every run: {'; '.join(fixed)}"]
 
 
 def plan(exp: Experiment, backend: Backend, spec: RunSpec, run_dir: Path) -> list[Step]:
     """The ordered commands of one run, from the backend's pure builders."""
     hosts = backend.hosts(spec.workers)
-    steps = [
-        Step(
-            h.name,
-            "capture",
-            tuple(backend.capture_command(h, exp.capture, _capture_path(backend, h, run_dir))),
-        )
-        for h in hosts
-    ]
+    steps = []
+    for h in hosts:
+        path = _capture_path(backend, h, run_dir)
+        steps.append(Step(h.name, "capture", tuple(backend.capture_command(h, exp.capture, path)),
+                          shown=tuple(host_tcpdump_argv(h, exp.capture, path))))  # fmt: skip
     steps += backend.loss_commands(hosts, spec.loss_pct)
     for cmd in _commands(exp, backend, spec, hosts, run_dir):
-        steps.append(Step(cmd.host.name, "launch", tuple(backend.launch_command(cmd))))
+        launch = tuple(backend.launch_command(cmd))
+        steps.append(Step(cmd.host.name, "launch", launch, shown=tuple(env_argv(cmd))))
     return backend.submission(steps, run_dir)
 
 
@@ -139,6 +183,7 @@ def run_experiment(
     path: str | Path,
     *,
     dry: bool = False,
+    exact: bool = False,
     only: str | None = None,
     resume: bool = False,
     ingest: bool | None = None,
@@ -153,7 +198,7 @@ def run_experiment(
     out_root = Path(exp.settings.out).resolve()
     complete = {s.name for s in exp.runs if (out_root / s.name / "run.toml").is_file()}
     if dry:
-        return dry_run(exp, backend, complete if resume else None)
+        return dry_run(exp, backend, complete if resume else None, exact)
     if complete and not resume:
         raise ExperimentError(
             f"{len(complete)} run(s) already complete in {out_root} (e.g. {sorted(complete)[0]}):"
@@ -189,6 +234,10 @@ def _run_all(
     lossy = max((s.workers for s in exp.runs if s.loss_pct > 0 and s.name not in complete), default=0)
     if lossy:  # settled once, before any run: an explicit netem the hosts lack stops everything here
         backend.loss_choice = choose_method(exp.loss_method, lambda: backend.netem_missing(lossy), exp.path)
+    todo = [s for s in exp.runs if s.name not in complete]
+    if todo:  # before any host is touched: each has what the runs need, or nothing starts
+        backend.sweep_stale([out_root / f"{s.name}.partial" for s in todo])
+        _preflight(exp, backend, max(todo, key=lambda s: s.workers), say)
     result = ExperimentResult(exp)
     for k, spec in enumerate(exp.runs, 1):
         tag = f"run {k}/{len(exp.runs)} {spec.name}"
@@ -206,6 +255,16 @@ def _run_all(
             )
             result.outcomes.append(outcome)
     return result
+
+
+def _preflight(exp: Experiment, backend: Backend, spec: RunSpec, say: Progress) -> None:
+    """Probe the hosts of the experiment's largest run for what its commands need (PreflightError)."""
+    hosts = backend.hosts(spec.workers)
+    commands = _commands(exp, backend, spec, hosts, Path(exp.settings.out) / spec.name)
+    need = preflight.needs(exp, commands, backend.preflight_interfaces(exp.capture))
+    probed = backend.preflight_hosts(spec.workers)
+    preflight.check_hosts(probed, need, backend.probe)
+    say(f"preflight: {', '.join(h.name for h in probed)} ready ({need.describe()})")
 
 
 def _run_one(exp: Experiment, backend: Backend, spec: RunSpec, out_root: Path, say: Progress) -> RunOutcome:
@@ -246,11 +305,7 @@ def _record(exp: Experiment, spec: RunSpec, started: float) -> dict:
             "generator": "tracecore run",
             "experiment": str(exp.path.resolve()),
         },
-        "launcher": {
-            "kind": exp.launcher.kind,
-            "epochs": exp.launcher.epochs,
-            "steps_per_epoch": exp.launcher.steps_per_epoch,
-        },
+        "launcher": _launcher_record(exp),
         "versions": {
             "tracecore": __version__,
             "python": platform.python_version(),
@@ -260,6 +315,17 @@ def _record(exp: Experiment, spec: RunSpec, started: float) -> dict:
     }
 
 
+def _launcher_record(exp: Experiment) -> dict:
+    launcher = exp.launcher
+    record = {"kind": launcher.kind, "epochs": launcher.epochs, "steps_per_epoch": launcher.steps_per_epoch,
+              "ranks_per_host": launcher.ranks_per_host}  # fmt: skip
+    if launcher.kind == "ddp":
+        record.update(device=launcher.device, torch_profiler=launcher.torch_profiler)
+    if launcher.nccl_profiler_plugin:
+        record["nccl_profiler_plugin"] = launcher.nccl_profiler_plugin
+    return record
+
+
 def _lifecycle(
     exp: Experiment, backend: Backend, spec: RunSpec, run_dir: Path, record: dict, say: Progress
 ) -> None:
@@ -267,6 +333,8 @@ def _lifecycle(
     try:
         hosts = backend.prepare(spec.workers)
         commands = _commands(exp, backend, spec, hosts, run_dir)
+        if nccl_env.uses_nccl(spec.backend):
+            record["nccl"] = nccl_env.record([dict(c.env) for c in commands], exp.launcher.env)
         offsets = measure_offsets(backend.clock_argv, hosts)
         caps = [
             (h, backend.start_capture(h, exp.capture, Path(_capture_path(backend, h, run_dir))))
@@ -319,7 +387,9 @@ def _lifecycle(
     ]
     _absorb_ddp_meta(run_dir, record)
     if why:
-        raise RunFailedError(why)
+        failed = [p for p in procs if p.returncode not in (None, 0, -15)]
+        tail = log_tail(run_dir / "logs" / f"{failed[0].host.name}.out") if failed else ""
+        raise RunFailedError(f"{why}: {tail}" if tail else why)
     lonely = insane_captures(record["capture"]["worker"], run_dir)
     if lonely:
         raise RunFailedError(f"capture sanity: no traffic to or from another worker in {', '.join(lonely)}")
@@ -338,6 +408,25 @@ def _cleanup(backend: Backend, record: dict) -> None:
         record["result"]["cleanup"] = str(err)
 
 
+def log_tail(path: Path, lines: int = 3, width: int = 240) -> str:
+    """The last lines of a host's log, one line for a message: control characters escaped, so a log
+    cannot drive the terminal."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, 2) - 64 * 1024))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    shown = [ascii_safe(line)[:width] for line in kept]
+    return " | ".join(shown)
+
+
+def ascii_safe(text: str) -> str:
+    """Text with control characters (ESC, BEL, CR…) written as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _absorb_ddp_meta(run_dir: Path, record: dict) -> None:
     """The built-in workload's model facts go into run.toml ([model]), not a stray JSON file."""
     meta_path = run_dir / DDP_META
@@ -348,6 +437,11 @@ def _absorb_ddp_meta(run_dir: Path, record: dict) -> None:
     record["model"] = {"n_params": meta["n_params"], "gradient_bytes": meta["gradient_bytes"]}
     record["versions"]["torch"] = meta["torch_version"]
     record["launcher"]["mean_step_s"] = meta["mean_step_s"]
+    for key, into in (("cuda_version", "cuda"), ("nccl_version", "nccl")):
+        if meta.get(key):
+            record["versions"][into] = meta[key]
+    if meta.get("gpu"):
+        record["launcher"]["gpu"] = meta["gpu"]
 
 
 def insane_captures(workers: list[dict], run_dir: Path) -> list[str]:

@@ -7,11 +7,15 @@ value must stop the run before anything starts, as one line naming the file and 
     [backend]     kind = "netns" | "ssh" | "slurm", hosts = [ssh_config aliases], subnet, first_host;
                   ssh: workdir, known_hosts, ssh_config, control_dir, ips, deadman_margin_s;
                   slurm: hosts = [node names], ips, partition, sbatch_args, allow_loss, queue_timeout_s
-    [capture]     interface = "eth1", snaplen = 128, filter = "src host {ip}", buffer_kib = 32768
+    [capture]     interface = "eth1", snaplen = 128, filter = "src host {ip}", buffer_kib = 32768,
+                  address_interface (the netdev with the host's address and the training sockets, when
+                  it is not the capture interface: capturing RoCE at an RDMA NIC, interface = "mlx5_0")
     [loss]        method = "auto" | "nftables" | "netem" | "none"
     [launcher]    kind = "ddp" | "torchrun" | "horovodrun" | "mpirun" | "kungfu" | "tf" | "command",
                   program = [argv template], python, port, nproc_per_node, env = {K = "V"}, epochs,
-                  steps_per_epoch (the built-in workload)
+                  steps_per_epoch; the built-in workload (ddp): device = "cpu" | "cuda", gpus_per_host
+                  (one rank per GPU, torchrun when > 1), torch_profiler; any launcher whose backend
+                  uses NCCL: nccl_profiler_plugin (a profiler plugin library on the hosts)
     [matrix]      framework, model, optimizer, batch_size, backend, loss, topology, workers (lists),
                   repetitions (int); [[matrix.include]] adds one run (unnamed axes take the axis's first
                   value); [[matrix.exclude]] drops every run matching all of its keys.
@@ -35,6 +39,9 @@ from tracecore.ingest.runname import format_run_name
 BACKENDS = ("netns", "ssh", "slurm")
 LAUNCHERS = ("ddp", "torchrun", "horovodrun", "mpirun", "kungfu", "tf", "command")
 LOSS_METHODS = ("auto", "nftables", "netem", "none")
+DEVICES = ("cpu", "cuda")
+DDP_BACKENDS = ("gloo", "nccl")  # the torch.distributed backends the built-in workload runs
+PROFILE_SCHEDULE = (3, 1, 3)  # torch_profiler: steps skipped, warmed up, recorded (ProfilerStep#4-#6)
 AXES = ("framework", "model", "optimizer", "batch_size", "backend", "loss", "topology", "workers")
 TEXT_AXES = ("framework", "model", "optimizer", "backend", "topology")
 
@@ -82,6 +89,7 @@ class BackendSettings:
 @dataclass(frozen=True)
 class CaptureSettings:
     interface: str = "eth1"
+    address_interface: str = ""  # default: interface
     snaplen: int = 128
     filter: str = "src host {ip}"
     buffer_kib: int = 32768
@@ -97,6 +105,15 @@ class LauncherSettings:
     env: dict[str, str] = field(default_factory=dict)
     epochs: int = 2
     steps_per_epoch: int = 10
+    device: str = "cpu"
+    gpus_per_host: int = 1
+    torch_profiler: bool = False
+    nccl_profiler_plugin: str = ""
+
+    @property
+    def ranks_per_host(self) -> int:
+        """Processes per host: one per GPU for the built-in workload on CUDA, else nproc_per_node."""
+        return self.gpus_per_host if self.kind == "ddp" and self.device == "cuda" else self.nproc_per_node
 
 
 @dataclass(frozen=True)
@@ -139,6 +156,7 @@ _CHOICES = {
     ("experiment", "on_failure"): ("continue", "stop"),
     ("backend", "kind"): BACKENDS,
     ("launcher", "kind"): LAUNCHERS,
+    ("launcher", "device"): DEVICES,
     ("loss", "method"): LOSS_METHODS,
 }
 
@@ -174,6 +192,7 @@ def parse_experiment(path: Path, doc: dict, only: str | None = None) -> Experime
         runs = [r for r in runs if fnmatch.fnmatchcase(r.name, only)]
     if sections["backend"].kind != "netns" and not sections["backend"].hosts:
         raise ExperimentError(f"{path}: backend.hosts: the {sections['backend'].kind} backend needs hosts")
+    _check_launcher(path, sections["launcher"], runs)
     return Experiment(
         path,
         sections["experiment"],
@@ -183,6 +202,40 @@ def parse_experiment(path: Path, doc: dict, only: str | None = None) -> Experime
         sections["launcher"],
         tuple(runs),
     )
+
+
+def _check_launcher(path: Path, launcher: LauncherSettings, runs: list[RunSpec]) -> None:
+    """The launcher's settings that only make sense together, checked before anything starts."""
+    if launcher.kind == "ddp":
+        for spec in runs:
+            if spec.backend not in DDP_BACKENDS:
+                raise ExperimentError(
+                    f"{path}: matrix.backend: {spec.backend!r}: the ddp launcher runs torch.distributed's"
+                    f" {' or '.join(DDP_BACKENDS)}"
+                )
+            if spec.backend == "nccl" and launcher.device != "cuda":
+                raise ExperimentError(
+                    f'{path}: launcher.device: NCCL runs on GPUs only: set device = "cuda" for backend nccl'
+                )
+        if launcher.device == "cuda" and launcher.nproc_per_node != 1:
+            raise ExperimentError(
+                f"{path}: launcher.nproc_per_node: on CUDA the ddp launcher starts one rank per GPU:"
+                " set gpus_per_host instead"
+            )
+        wait, warmup, active = PROFILE_SCHEDULE
+        if launcher.torch_profiler and launcher.epochs * launcher.steps_per_epoch < wait + warmup + active:
+            raise ExperimentError(
+                f"{path}: launcher.torch_profiler: the profiler skips {wait + warmup} steps and records"
+                f" the next {active}, so a run needs at least {wait + warmup + active} steps"
+                " (epochs x steps_per_epoch)"
+            )
+    else:
+        for key, default in (("device", "cpu"), ("gpus_per_host", 1), ("torch_profiler", False)):
+            if getattr(launcher, key) != default:
+                raise ExperimentError(
+                    f'{path}: launcher.{key}: only the built-in workload (kind = "ddp") takes it; a'
+                    f" {launcher.kind} program chooses its own device and profiler"
+                )
 
 
 def _table(path: Path, doc: dict, name: str) -> dict:

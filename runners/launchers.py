@@ -5,7 +5,8 @@ without a cluster. Templates are formatted one argv element at a time (`{rank}`,
 `{master_addr}`, `{batch_size}`, `{log}`, …), so a value holding quotes, `$`, `;` or blanks stays one
 argument; a backend joins the list once with `shlex.join` when it must cross a shell.
 
-    ddp         built-in PyTorch DDP workload (tracecore.runners.ddp_worker) on every host
+    ddp         built-in PyTorch DDP workload (tracecore.runners.ddp_worker) on every host: one rank per
+                host, or torchrun (`python -m torch.distributed.run`) starting one rank per GPU
     torchrun    torchrun --nnodes N --node-rank i --master-addr … PROGRAM on every host
     horovodrun  horovodrun -np N -H ip:slots,… PROGRAM on the first host only
     mpirun      mpirun -np N -H ip:slots,… PROGRAM on the first host only
@@ -27,7 +28,8 @@ import re
 from dataclasses import dataclass
 
 from tracecore.ingest.runname import format_loss
-from tracecore.runners.experiment import ExperimentError, LauncherSettings, RunSpec
+from tracecore.runners import nccl_env
+from tracecore.runners.experiment import PROFILE_SCHEDULE, ExperimentError, LauncherSettings, RunSpec
 
 # kungfu-run's -strategy values (lsds/KungFu srcs/go/kungfu/base/strategy.go; AUTO: STAR on one host, else
 # BINARY_TREE_STAR)
@@ -62,8 +64,27 @@ def ddp_worker_argv(
     """One rank of the built-in DDP workload; `opts` are its remaining options (depth=8 → --depth 8)."""
     argv = [python, "-m", "tracecore.runners.ddp_worker", "--rank", str(rank),
             "--world-size", str(world_size), "--master-addr", master, "--master-port", str(port)]  # fmt: skip
+    return argv + _options(opts)
+
+
+def ddp_torchrun_argv(
+    python: str, nnodes: int, per_host: int, node_rank: int, master: str, port: int, **opts: object
+) -> list[str]:
+    """One host's ranks of the built-in workload under torchrun (its own interpreter's, so no PATH
+    lookup): torchrun gives each process RANK, WORLD_SIZE and LOCAL_RANK, and the worker takes GPU
+    LOCAL_RANK of those the host makes visible."""
+    argv = [python, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--nproc-per-node",
+            str(per_host), "--node-rank", str(node_rank), "--master-addr", master, "--master-port",
+            str(port), "-m", "tracecore.runners.ddp_worker"]  # fmt: skip
+    return argv + _options(opts)
+
+
+def _options(opts: dict[str, object]) -> list[str]:
+    argv: list[str] = []
     for key, value in opts.items():
-        if value is not None:
+        if value is True:
+            argv.append(f"--{key.replace('_', '-')}")
+        elif value is not None and value is not False:
             argv += [f"--{key.replace('_', '-')}", str(value)]
     return argv
 
@@ -83,7 +104,8 @@ def host_commands(
 ) -> list[HostCommand]:
     """Per host, the argv and env of `run` under `launcher`; `out` is the run folder as hosts see it."""
     n = len(hosts)
-    world = n * launcher.nproc_per_node
+    per_host = launcher.ranks_per_host
+    world = n * per_host
     values = {
         **run.fields(),
         "loss": format_loss(run.loss_pct),
@@ -91,7 +113,7 @@ def host_commands(
         "nnodes": n,
         "master_addr": hosts[0].ip,
         "master_port": launcher.port,
-        "hosts": ",".join(f"{h.ip}:{launcher.nproc_per_node}" for h in hosts),
+        "hosts": ",".join(f"{h.ip}:{per_host}" for h in hosts),
         "worker_addrs": ",".join(f"{h.ip}:{launcher.port}" for h in hosts),
         "out": out,
         "log": f"{out}/train_history.log",
@@ -114,16 +136,14 @@ def host_commands(
              "host": host.name, "interface": host.interface}  # fmt: skip
         program = [fill_template(t, v, "launcher.program") for t in launcher.program]
         env = {"GLOO_SOCKET_IFNAME": host.interface, "NCCL_SOCKET_IFNAME": host.interface}
+        if nccl_env.uses_nccl(run.backend):
+            one_place = kind in ("horovodrun", "mpirun")  # every rank inherits the first host's env
+            env.update(nccl_env.policy(out, None if one_place else host.index, launcher.nccl_profiler_plugin))
         if kind == "ddp":
-            depth, width = resnet_shape(run.model)
-            argv = program or ddp_worker_argv(
-                v["python"], host.index, world, hosts[0].ip, launcher.port, depth=depth, width=width,
-                batch_size=run.batch_size, epochs=launcher.epochs, steps_per_epoch=launcher.steps_per_epoch,
-                optimizer=run.optimizer, log=v["log"], meta=f"{out}/{DDP_META}",
-            )  # fmt: skip
+            argv = program or _ddp_argv(run, launcher, hosts, host, v)
             env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         elif kind == "torchrun":
-            argv = ["torchrun", "--nnodes", str(n), "--nproc-per-node", str(launcher.nproc_per_node),
+            argv = ["torchrun", "--nnodes", str(n), "--nproc-per-node", str(per_host),
                     "--node-rank", str(host.index), "--master-addr", hosts[0].ip,
                     "--master-port", str(launcher.port), *program]  # fmt: skip
         elif kind == "horovodrun":
@@ -153,6 +173,24 @@ def host_commands(
         env.update({k: fill_template(t, v, f"launcher.env.{k}") for k, t in launcher.env.items()})
         commands.append(HostCommand(host, tuple(argv), tuple(sorted(env.items()))))
     return commands
+
+
+def _ddp_argv(run: RunSpec, launcher: LauncherSettings, hosts: list[Host], host: Host, v: dict) -> list[str]:
+    """The built-in workload on one host: the rank itself, or torchrun with one rank per GPU."""
+    depth, width = resnet_shape(run.model)
+    out = v["out"]
+    profile = launcher.torch_profiler
+    opts = {
+        "depth": depth, "width": width, "batch_size": run.batch_size, "epochs": launcher.epochs,
+        "steps_per_epoch": launcher.steps_per_epoch, "optimizer": run.optimizer, "backend": run.backend,
+        "device": launcher.device, "train_log": v["log"], "meta": f"{out}/{DDP_META}",
+        "profile_dir": out if profile else None,
+        "profile_schedule": ",".join(map(str, PROFILE_SCHEDULE)) if profile else None,
+    }  # fmt: skip
+    master, port, per_host = hosts[0].ip, launcher.port, launcher.ranks_per_host
+    if per_host == 1:
+        return ddp_worker_argv(v["python"], host.index, len(hosts), master, port, **opts)
+    return ddp_torchrun_argv(v["python"], len(hosts), per_host, host.index, master, port, **opts)
 
 
 def fill_template(template: str, values: dict, where: str) -> str:

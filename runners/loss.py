@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from tracecore.errors import ExitCode, TracecoreError
@@ -67,11 +68,11 @@ def loss_steps(choice: str, probe: list[Step], netem: list[Step], nftables: list
     """A dry run's loss commands for the requested method; `auto` shows the probe and both outcomes."""
     if choice in ("none", "nftables"):
         return [] if choice == "none" else nftables
-    probe = [Step(s.where, "loss probe (netem?)", s.argv, s.stdin) for s in probe]
+    probe = [replace(s, what="loss probe (netem?)") for s in probe]
     if choice == "netem":
         return probe + netem
     return (
         probe
-        + [Step(s.where, "loss if netem works", s.argv, s.stdin) for s in netem]
-        + [Step(s.where, "loss else (nftables)", s.argv, s.stdin) for s in nftables]
+        + [replace(s, what="loss if netem works") for s in netem]
+        + [replace(s, what="loss else (nftables)") for s in nftables]
     )

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
+from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv, host_tcpdump_argv
 from tracecore.runners.clocks import CLOCK_LOOP
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
 from tracecore.runners.launchers import Host, HostCommand
@@ -25,7 +25,8 @@ from tracecore.runners.loss import (
     netem_dropped,
     netem_show_argv,
 )
-from tracecore.runners.testbed import CaptureStats, Testbed, nft_loss_ruleset, tcpdump_argv
+from tracecore.runners.preflight import run_here
+from tracecore.runners.testbed import CaptureStats, Testbed, nft_loss_ruleset
 
 DRY_PREFIX = "tbPIDxN"  # namespace prefix shown by dry runs; real testbeds use tb<pid>x<n>
 
@@ -65,25 +66,40 @@ class NetnsBackend(Backend):
         return str(run_dir)
 
     def capture_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
-        argv = tcpdump_argv(
-            capture.interface, capture.snaplen, capture.buffer_kib, path, capture_filter(host, capture)
-        )
-        return self._testbed().wrap(host.index, argv)
+        return self._testbed().wrap(host.index, host_tcpdump_argv(host, capture, path))
 
     def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
         if loss_pct <= 0:
             return []
         tb = self._testbed(len(hosts))
         argv, stdin = tb.loss_command(loss_pct)
-        netem = [Step(h.name, "loss", tuple(tb.wrap(h.index, netem_add_argv(h.interface, loss_pct))))
-                 for h in hosts]  # fmt: skip
+        netem = [Step(h.name, "loss", tuple(tb.wrap(h.index, add)), shown=tuple(add))
+                 for h in hosts for add in [netem_add_argv(h.interface, loss_pct)]]  # fmt: skip
         probe = [Step("local", "probe", NETEM_PROBE)]
-        return loss_steps(self.loss_choice, probe, netem, [Step("bridge", "loss", tuple(argv), stdin)])
+        bridge = Step("bridge", "loss", tuple(argv), stdin, shown=tuple(argv[argv.index("nft") :]))
+        return loss_steps(self.loss_choice, probe, netem, [bridge])
+
+    def transport(self) -> str:
+        first = self.hosts(1)[0].ip
+        return (
+            f"each worker is a network namespace on this machine (eth1 at {first} and up, bridged);"
+            " its commands run there with `ip netns exec` (--exact shows it)"
+        )
 
     def launch_command(self, cmd: HostCommand) -> list[str]:
         return self._testbed().wrap(cmd.host.index, env_argv(cmd))
 
     # ---- effects --------------------------------------------------------------------------
+    def preflight_hosts(self, n: int) -> list[Host]:
+        """One probe: the namespaces share this machine's files and interpreters."""
+        return [Host(0, "this machine", "", "")]
+
+    def preflight_interfaces(self, capture: CaptureSettings) -> tuple[str, str]:
+        return "", ""  # the testbed makes eth1 in each namespace
+
+    def probe(self, host: Host, argv: list[str]) -> str | None:
+        return run_here(argv, host.name)
+
     def prepare(self, n: int) -> list[Host]:
         self.cleanup()
         tb = Testbed(n_workers=n, subnet=self.settings.subnet, first_host=self.settings.first_host)

@@ -41,11 +41,12 @@ import time
 from pathlib import Path
 
 from tracecore.errors import ExitCode, TracecoreError
-from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
+from tracecore.runners.backend import Backend, Proc, Step, env_argv, host_tcpdump_argv
 from tracecore.runners.experiment import BackendSettings, CaptureSettings, ExperimentError
 from tracecore.runners.launchers import Host, HostCommand
+from tracecore.runners.preflight import TIMEOUT_S as PREFLIGHT_TIMEOUT_S
 from tracecore.runners.ssh import IFACE_NAME, LOSS_TABLE, egress_loss_ruleset
-from tracecore.runners.testbed import CaptureStats, read_tcpdump_report, tcpdump_argv
+from tracecore.runners.testbed import CaptureStats, read_tcpdump_report
 
 SCRIPT = "slurm-job.sh"  # the batch script, kept in the run folder
 BOOK = ".tracecore"  # the job's bookkeeping in the run folder (removed at the end)
@@ -166,13 +167,17 @@ class SlurmBackend(Backend):
     loss_method = "nftables numgen random drop on each node's egress"
     poll_interval_s = 1.0
 
-    def __init__(self, settings: BackendSettings, interface: str, timeout_s: float, python: str = "python3"):
+    def __init__(
+        self, settings: BackendSettings, interface: str, timeout_s: float, python: str = "python3",
+        gpus: int = 0,
+    ):  # fmt: skip
         if not IFACE_NAME.match(interface):
             raise SlurmError(f"capture.interface {interface!r} is not an interface name")
         self.settings = settings
         self.interface = interface
         self.timeout_s = timeout_s
         self.python = python
+        self.gpus = gpus  # GPUs per node the run's ranks use: asked for with --gres unless sbatch_args do
         self._ips: dict[int, str] = {}  # NodeAddr of each host, read by prepare
         self._reset()
 
@@ -202,8 +207,7 @@ class SlurmBackend(Backend):
         return str(run_dir)
 
     def capture_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
-        bpf = capture_filter(host, capture)
-        tcpdump = tcpdump_argv(capture.interface, capture.snaplen, capture.buffer_kib, path, bpf)
+        tcpdump = host_tcpdump_argv(host, capture, path)
         return srun_argv(host.name, "capture", ["sh", "-c", _UNTIL_USR2, "sh", *tcpdump])
 
     def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
@@ -216,11 +220,35 @@ class SlurmBackend(Backend):
                 " else use loss = [0]"
             )
         rules = egress_loss_ruleset(self.interface, loss_pct)
-        return [Step(h.name, "loss", tuple(srun_argv(h.name, "loss", ["sh", "-c", _GUARD, "sh", rules])))
-                for h in hosts]  # fmt: skip
+        return [Step(h.name, "loss", tuple(srun_argv(h.name, "loss", ["sh", "-c", _GUARD, "sh", rules])),
+                     rules, shown=("nft", "-f", "-")) for h in hosts]  # fmt: skip
 
     def launch_command(self, cmd: HostCommand) -> list[str]:
         return srun_argv(cmd.host.name, "launch", env_argv(cmd))
+
+    def transport(self) -> str:
+        return (
+            "each run is one batch job (sbatch; --exact shows its script); each command is an srun step"
+            " on its node, writing into the run folder on the filesystem the nodes share"
+        )
+
+    def address_note(self, n: int) -> str | None:
+        """Each node's NodeAddr when scontrol answers here (read-only), else where it will come from."""
+        if len(self.settings.ips) >= n:
+            return None
+        if shutil.which("scontrol"):
+            with contextlib.suppress(SlurmError):
+                self._read_addresses(self.hosts(n))
+                return "addresses: each node's NodeAddr (scontrol show node)"
+        return (
+            "addresses: each node's NodeAddr, read when a run starts (scontrol does not answer here),"
+            f" shown as <node:{self.interface}> (backend.ips pins them)"
+        )
+
+    def _gres(self) -> list[str]:
+        """--gres=gpu:N for GPU runs, unless sbatch_args already ask for GPUs their own way."""
+        asked = any(a.startswith(("--gres", "--gpus", "-G")) for a in self.settings.sbatch_args)
+        return [f"--gres=gpu:{self.gpus}"] if self.gpus and not asked else []
 
     def submission(self, steps: list[Step], run_dir: Path) -> list[Step]:
         """The run's steps as one batch script and the sbatch command that submits it."""
@@ -230,7 +258,8 @@ class SlurmBackend(Backend):
                 " (Slurm reads it as an escape): choose another experiment.out"
             )
         sbatch = self.sbatch_argv([s.where for s in steps if s.what == "capture"], run_dir)
-        return [Step("login", "submit", tuple(sbatch), script=self.script(steps, run_dir))]
+        script, argv = self.script(steps, run_dir), tuple(sbatch)
+        return [Step("login", "submit", argv, script=script, shown=argv, parts=tuple(steps))]
 
     def sbatch_argv(self, nodes: list[str], run_dir: Path) -> list[str]:
         minutes = max(1, math.ceil((self.timeout_s + self.settings.deadman_margin_s) / 60))
@@ -241,7 +270,7 @@ class SlurmBackend(Backend):
                 f"--output={literal}/logs/slurm-%j.out", f"--comment={_owner(run_dir)}"]  # fmt: skip
         if self.settings.partition:
             argv.append(f"--partition={self.settings.partition}")
-        return [*argv, *self.settings.sbatch_args, f"{run_dir}/{SCRIPT}"]
+        return [*argv, *self._gres(), *self.settings.sbatch_args, f"{run_dir}/{SCRIPT}"]
 
     def script(self, steps: list[Step], run_dir: Path) -> str:
         """The batch script: the prologue's functions, then each step as one shlex-joined srun line."""
@@ -343,7 +372,12 @@ class SlurmBackend(Backend):
                 f"{', '.join(missing)} not found: the slurm backend runs the Slurm client commands"
                 " (Debian/Ubuntu: apt install slurm-client)"
             )
-        for h in self.hosts(n):
+        self._read_addresses(self.hosts(n))
+        return self.hosts(n)
+
+    def _read_addresses(self, hosts: list[Host]) -> None:
+        """Every node is known to Slurm; its NodeAddr is its address unless backend.ips says otherwise."""
+        for h in hosts:
             out = self._client(["scontrol", "show", "node", "-o", h.name]).stdout
             addr = re.search(r"\bNodeAddr=(\S+)", out)
             if addr is None:
@@ -356,7 +390,25 @@ class SlurmBackend(Backend):
                         f"{h.name}: its NodeAddr {addr.group(1)!r} is not an address: list the nodes'"
                         " addresses on the captured interface in backend.ips"
                     ) from None
-        return self.hosts(n)
+
+    def probe(self, host: Host, argv: list[str]) -> str | None:
+        """The probe as a one-task job step on the node (srun waits for the allocation like any job,
+        up to backend.queue_timeout_s), with the run's partition, options and GPUs."""
+        part = [f"--partition={self.settings.partition}"] if self.settings.partition else []
+        srun = ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={host.name}", "--time=5",
+                "--job-name=tracecore-preflight", *part, *self._gres(), *self.settings.sbatch_args, "--",
+                *argv]  # fmt: skip
+        limit = self.settings.queue_timeout_s + PREFLIGHT_TIMEOUT_S
+        try:
+            proc = subprocess.run(srun, capture_output=True, text=True, timeout=limit, check=False)
+        except FileNotFoundError:
+            raise SlurmError("srun not found: the slurm backend needs the Slurm client commands") from None
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"{host.name}: the preflight step did not run within {limit:g} s") from None
+        if proc.returncode != 0:
+            said = _last_line(proc)
+            raise SlurmError(f"{host.name}: the preflight step (srun) exited {proc.returncode}: {said}")
+        return proc.stdout
 
     def start_capture(self, host: Host, capture: CaptureSettings, path: Path) -> object:
         """Noted for the batch script, which starts it (and waits until it listens) before the launchers."""
@@ -427,13 +479,17 @@ class SlurmBackend(Backend):
             raise SlurmError(f"sbatch --parsable printed {out!r}, not a job id")
         self._job = job
 
-    def _sweep(self, run_dir: Path) -> None:
-        """Cancel this user's jobs still running for this run folder (a runner that died, then
-        `--resume`): they would hold the nodes and write into the folder."""
+    def sweep_stale(self, run_dirs: list[Path]) -> None:
+        """Before the preflight: an earlier runner's jobs for these run folders would hold the nodes."""
+        if shutil.which("squeue"):
+            self._sweep(*run_dirs)
+
+    def _sweep(self, *run_dirs: Path) -> None:
+        """Cancel this user's jobs still running for these run folders (a runner that died, then
+        `--resume`): they would hold the nodes and write into the folders."""
         out = self._client(["squeue", "-h", "-u", getpass.getuser(), "-o", "%i %k"]).stdout
-        stale = [
-            line.split(" ", 1)[0] for line in out.splitlines() if line.split(" ", 1)[1:] == [_owner(run_dir)]
-        ]
+        owners = {_owner(d) for d in run_dirs}
+        stale = [line.split(" ", 1)[0] for line in out.splitlines() if line.partition(" ")[2] in owners]
         for job in stale:
             self._client(["scancel", job], check=False)
             deadline = time.monotonic() + 3 * END_WAIT_S

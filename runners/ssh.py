@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracecore.errors import ExitCode, TracecoreError
-from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv
+from tracecore.runners.backend import Backend, Proc, Step, env_argv, host_tcpdump_argv
 from tracecore.runners.clocks import CLOCK_LOOP
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
 from tracecore.runners.launchers import Host, HostCommand
@@ -46,7 +46,8 @@ from tracecore.runners.loss import (
     netem_dropped,
     netem_show_argv,
 )
-from tracecore.runners.testbed import CaptureStats, pid_alive, read_tcpdump_report, tcpdump_argv
+from tracecore.runners.preflight import TIMEOUT_S as PREFLIGHT_TIMEOUT_S
+from tracecore.runners.testbed import CaptureStats, pid_alive, read_tcpdump_report
 
 LOSS_TABLE = "tracecore_loss"
 BOOK = ".tracecore"  # per-run bookkeeping folder on each host: pidfiles, exit codes, outputs
@@ -205,18 +206,37 @@ class SshBackend(Backend):
     def capture_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
         self._run = Path(path).parent.name
         return self.ssh_argv(
-            host, self._spawn_argv(self._base(host, "capture"), _tcpdump(host, capture, path))
+            host, self._spawn_argv(self._base(host, "capture"), host_tcpdump_argv(host, capture, path))
         )
 
     def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
         if loss_pct <= 0:
             return []
-        nft = [Step(h.name, "loss", tuple(self.ssh_argv(h, ["nft", "-f", "-"])), self.ruleset(loss_pct))
+        nft_argv = ["nft", "-f", "-"]
+        netem_argv = netem_add_argv(self.interface, loss_pct)
+        rules = self.ruleset(loss_pct)
+        nft = [Step(h.name, "loss", tuple(self.ssh_argv(h, nft_argv)), rules, shown=tuple(nft_argv))
                for h in hosts]  # fmt: skip
-        netem = [Step(h.name, "loss", tuple(self.ssh_argv(h, netem_add_argv(self.interface, loss_pct))))
+        netem = [Step(h.name, "loss", tuple(self.ssh_argv(h, netem_argv)), shown=tuple(netem_argv))
                  for h in hosts]  # fmt: skip
-        probe = [Step(h.name, "probe", tuple(self.ssh_argv(h, self._probe_argv()))) for h in hosts]
+        probe = [Step(h.name, "probe", tuple(self.ssh_argv(h, self._probe_argv())), shown=NETEM_PROBE)
+                 for h in hosts]  # fmt: skip
         return loss_steps(self.loss_choice, probe, netem, nft)
+
+    def transport(self) -> str:
+        return (
+            f"each command runs on its host over ssh (BatchMode, StrictHostKeyChecking against"
+            f" {self.known_hosts}), started detached in {self.settings.workdir}/RUN/ under"
+            f" `timeout {self.deadline_s}` (the dead-man switch: timeout_s + deadman_margin_s)"
+        )
+
+    def address_note(self, n: int) -> str | None:
+        if len(self.settings.ips) >= n:
+            return None
+        return (
+            f"addresses: read from {self.interface} on each host when a run starts, shown as"
+            f" <host:{self.interface}> (backend.ips pins them)"
+        )
 
     def _probe_argv(self) -> list[str]:
         return ["sh", "-c", _NETEM_OK, "sh", *NETEM_PROBE]
@@ -357,7 +377,7 @@ class SshBackend(Backend):
         self._run = path.parent.name.removesuffix(".partial")
         self._begin(host)
         remote = f"{self.host_dir(host, path.parent)}/{path.name}"
-        group = self._spawn(host, "capture", _tcpdump(host, capture, remote))
+        group = self._spawn(host, "capture", host_tcpdump_argv(host, capture, remote))
         try:
             self._call(host, ["sh", "-c", _LISTENING, "sh", f"{group.base}.out", f"{group.base}.pid",
                               f"{group.base}.rc"], "start tcpdump", timeout=30)  # fmt: skip
@@ -422,8 +442,19 @@ class SshBackend(Backend):
             return None
         finally:
             for h in hosts:
-                subprocess.run(["ssh", *self._options(), "-O", "exit", "--", h.name], capture_output=True,
-                               timeout=SSH_TIMEOUT_S, check=False)  # fmt: skip
+                self._close(h)
+
+    def probe(self, host: Host, argv: list[str]) -> str | None:
+        """The preflight probe in one ssh call; the connection is closed again (nothing stays behind)."""
+        try:
+            return self._call(host, argv, "preflight", timeout=PREFLIGHT_TIMEOUT_S)
+        finally:
+            self._close(host)
+
+    def _close(self, host: Host) -> None:
+        """End the host's ControlMaster connection, if one is open."""
+        subprocess.run(["ssh", *self._options(), "-O", "exit", "--", host.name], capture_output=True,
+                       timeout=SSH_TIMEOUT_S, check=False)  # fmt: skip
 
     def clock_argv(self, host: Host) -> list[str] | None:
         self._control_dir()
@@ -522,8 +553,7 @@ class SshBackend(Backend):
                     )
             except SshError as err:
                 errors.append(str(err))
-            subprocess.run(["ssh", *self._options(), "-O", "exit", "--", h.name], capture_output=True,
-                           timeout=SSH_TIMEOUT_S, check=False)  # fmt: skip
+            self._close(h)
         self._touched.clear()
         self._keep.clear()
         if errors:
@@ -559,8 +589,3 @@ def _stale_runs(probe_out: str, me: str) -> list[str]:
             if pid == os.getpid() or not pid_alive(pid):
                 stale.append(parts[1])
     return stale
-
-
-def _tcpdump(host: Host, capture: CaptureSettings, path: str) -> list[str]:
-    bpf = capture_filter(host, capture)
-    return tcpdump_argv(capture.interface, capture.snaplen, capture.buffer_kib, path, bpf)

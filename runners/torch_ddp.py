@@ -139,7 +139,8 @@ def _run_in(
         argv = ddp_worker_argv(
             python, r, cfg.n_workers, tb.ip(0), 29500, depth=cfg.depth, width=cfg.width,
             batch_size=cfg.batch_size, epochs=cfg.epochs, steps_per_epoch=cfg.steps_per_epoch,
-            optimizer=cfg.optimizer, lr=cfg.lr, bucket_cap_mb=cfg.bucket_cap_mb, log=log_path, meta=meta_path,
+            optimizer=cfg.optimizer, lr=cfg.lr, bucket_cap_mb=cfg.bucket_cap_mb, train_log=log_path,
+            meta=meta_path,
         )  # fmt: skip
         out = scratch / f"rank-{r}.out"
         fh = stack.enter_context(out.open("wb"))

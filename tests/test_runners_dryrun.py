@@ -22,7 +22,7 @@ PROGRAMS = {
     "mpirun": ["python3", "benchmarks/system/benchmark_horovod.py", "--model={model}",
                "--batch-size={batch_size}"],
     "kungfu": ["python3", "benchmarks/system/benchmark_kungfu.py", "--kf-optimizer=sync-sgd",
-               "--model={model}", "--batch-size={batch_size}"],
+               "--optimizer={optimizer}", "--model={model}", "--batch-size={batch_size}"],
     "tf": ["python3", "script.py", "--worker_addrs", "{worker_addrs}", "--task_index", "{task_index}",
            "--model", "{model}", "--batchsize", "{batch_size}"],
     "command": ["python3", "my_train.py", "--rank={rank}", "--world-size={world_size}",
@@ -89,7 +89,7 @@ def test_dry_run_of_kungfu_run_with_each_strategy(tmp_path: Path, strategy: str,
     launches = launch_lines(text)
     hosts = "192.168.17.50:1,192.168.17.51:1,192.168.17.52:1,192.168.17.53:1"
     prefix = f"kungfu-run -np 4 -H {hosts} -nic eth1 -strategy {strategy} python3 "
-    assert [line.split(" env ", 1)[1].split(" ", 2)[2].startswith(prefix) for line in launches] == [True] * 4
+    assert [line.split(" ", 3)[3].startswith(prefix) for line in launches] == [True] * 4
     assert text == snapshot_runner
 
 
@@ -113,12 +113,23 @@ def test_tf_config_names_every_worker_and_this_host_s_index(tmp_path: Path) -> N
     ],
 )
 def test_dry_run_shows_the_loss_commands_of_the_method(tmp_path: Path, method: str, whats: list[str]) -> None:
-    text = dry_run(experiment(tmp_path, "ddp", loss=1, method=method, hosts=2))
-    steps = [line.split("] ", 1)[1].split(": ", 1) for line in text.splitlines() if line.startswith("  [")]
-    assert [what for what, _ in steps if what.startswith("loss")] == whats
-    commands = dict(steps)
-    if method in ("auto", "netem"):
-        assert commands["loss probe (netem?)"] == "unshare --net tc qdisc add dev lo root netem loss 1%"
-        netem = [cmd for what, cmd in steps if what in ("loss", "loss if netem works")]
-        tc = "tc qdisc add dev eth1 root netem loss 1%"
-        assert netem == [f"ip netns exec tbPIDxN-w{i} {tc}" for i in (0, 1)]
+    """As the hosts run them, and with --exact as tracecore starts them (in each worker's namespace)."""
+    path = experiment(tmp_path, "ddp", loss=1, method=method, hosts=2)
+    tc = "tc qdisc add dev eth1 root netem loss 1%"
+    for extra, netem_lines in (
+        ((), [tc, tc]),
+        (("--exact",), [f"ip netns exec tbPIDxN-w{i} {tc}" for i in (0, 1)]),
+    ):
+        text = dry_run(path, *extra)
+        steps = [
+            line.split("] ", 1)[1].split(": ", 1) for line in text.splitlines() if line.startswith("  [")
+        ]
+        assert [what for what, _ in steps if what.startswith("loss")] == whats
+        commands = dict(steps)
+        if method in ("auto", "netem"):
+            assert commands["loss probe (netem?)"] == "unshare --net tc qdisc add dev lo root netem loss 1%"
+            assert [cmd for what, cmd in steps if what in ("loss", "loss if netem works")] == netem_lines
+        if method in ("auto", "nftables"):
+            bridge = commands["loss" if method == "nftables" else "loss else (nftables)"]
+            exact = "ip netns exec tbPIDxN-br nft -f - <<< 'table bridge tbloss {"  # the ruleset: next lines
+            assert bridge == (exact if extra else "nft -f -")

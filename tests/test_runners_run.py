@@ -60,9 +60,10 @@ workers = [2]
 def test_dry_run_prints_every_host_command(tmp_path: Path, snapshot_runner) -> None:
     exp = tmp_path / "tiny.toml"
     exp.write_text(TINY.format(out="pcaps", python="python3"))
-    res = runner.invoke(app, ["run", str(exp), "--dry-run"])
-    assert res.exit_code == 0, res.output
-    assert res.stdout == snapshot_runner
+    for extra in ([], ["--exact"]):  # as each namespace runs it, then with `ip netns exec`
+        res = runner.invoke(app, ["run", str(exp), "--dry-run", *extra])
+        assert res.exit_code == 0, res.output
+        assert res.stdout == snapshot_runner
     assert not (tmp_path / "pcaps").exists()
     assert not Path("pcaps").exists()
 
@@ -82,6 +83,10 @@ def test_examples_parse_and_dry_run(example: str, snapshot_runner) -> None:
             "ddp_loss_sweep_slurm.toml": 4,
             "ddp_scaling_sweep.toml": 9,
             "kungfu_topology_sweep.toml": 6,
+            "ddp_gpu_ssh.toml": 2,
+            "ddp_gpu_slurm.toml": 2,
+            "torchrun_ssh.toml": 2,
+            "horovodrun_ssh.toml": 2,
         }[example]
     )
     assert all(parse_run_name(name).name_parsed for name in runs)
@@ -112,18 +117,22 @@ def test_bad_experiment_is_one_line_naming_file_and_key(tmp_path: Path) -> None:
 @pytest.mark.netns
 @pytest.mark.slow
 def test_failed_run_is_kept_apart_and_exits_non_zero(tmp_path: Path) -> None:
-    """A program that exits 1 on one host: the run is stopped, moved to _failed/, exit code 6."""
+    """A program that exits 1 on one host: the run is stopped, moved to _failed/, exit code 6, and the
+    reason quotes the last lines of that host's log (its control characters escaped)."""
     require_tool("tcpdump")
     out = tmp_path / "pcaps"
     exp = tmp_path / "fail.toml"
     text = TINY.format(out=out, python=sys.executable).replace('kind = "ddp"', 'kind = "command"')
     text = text.replace("loss = [0, 1]", "loss = [0]")
-    program = '["sh", "-c", "if [ {rank} = 1 ]; then exit 1; fi; sleep 30", "x"]'
+    fail = r"printf 'a\\nTraceback\\n\\n\\033[31mNo module named torch\\n' >&2; exit 1"
+    program = f'["sh", "-c", "if [ {{rank}} = 1 ]; then {fail}; fi; sleep 30", "x"]'
     exp.write_text(text.replace("[launcher]", f"[launcher]\nprogram = {program}"))
     res = runner.invoke(app, ["run", str(exp)])
     assert res.exit_code == 6, res.output
     assert "1 of 1 run(s) failed" in res.stderr
-    failed, _meta = check_failed_run(out, "w1 exited 1", [-15, 1])
+    said = "w1 exited 1: a | Traceback | \\x1b[31mNo module named torch"
+    assert f" s ({said})\n" in res.stderr
+    failed, _meta = check_failed_run(out, said, [-15, 1])
     assert failed.name.startswith("torch_ddp-resnet8w4-sgd-4-gloo-normal-ring-")
     assert not netns_made_by(os.getpid())
 

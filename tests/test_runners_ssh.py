@@ -155,7 +155,9 @@ def test_rank_exit_1_stops_every_host_and_keeps_logs_apart(tmp_path: Path) -> No
         assert time.monotonic() - started < 120  # not the 300 s sleep
         assert res.exit_code == 6, res.output
         assert "1 of 1 run(s) failed" in res.stderr
-        failed, meta = check_failed_run(tmp_path / "out", "w1 exited 1", [-15, 1])
+        assert ": failed in " in res.stderr
+        assert " s (w1 exited 1: rank 1 up)\n" in res.stderr  # the failed rank's last log line
+        failed, meta = check_failed_run(tmp_path / "out", "w1 exited 1: rank 1 up", [-15, 1])
         check_clocks(meta)
         assert (failed / "logs" / "w0.out").read_text() == "rank 0 up\n"
         assert (failed / "logs" / "w1.out").read_text() == "rank 1 up\n"
@@ -165,6 +167,7 @@ def test_rank_exit_1_stops_every_host_and_keeps_logs_apart(tmp_path: Path) -> No
 @pytest.mark.netns
 @pytest.mark.slow
 def test_unreachable_host_fails_fast_and_leaves_nothing(tmp_path: Path) -> None:
+    """The preflight reaches every host before any run starts: one line naming the host, no run folder."""
     with ssh_hosts(2) as hosts:
         hosts.stop_sshd(1)
         exp = write(tmp_path, experiment(hosts, tmp_path / "out", PING))
@@ -172,9 +175,9 @@ def test_unreachable_host_fails_fast_and_leaves_nothing(tmp_path: Path) -> None:
         res = runner.invoke(app, ["run", str(exp)])
         assert time.monotonic() - started < 20
         assert res.exit_code == 6, res.output
-        (failed,) = (tmp_path / "out" / "_failed").iterdir()
-        reason = tomllib.loads((failed / "run.toml").read_text())["result"]["reason"]
-        assert reason.startswith("w1: prepare: unreachable (")
+        assert res.stderr.startswith("Error: w1: preflight: unreachable (")
+        assert len(res.stderr.splitlines()) == 1
+        assert not (tmp_path / "out").exists()
         assert hosts.leftovers(0) == {"procs": [], "files": [], "nft": []}
 
 
@@ -186,12 +189,11 @@ def test_trust_records_new_keys_and_a_changed_key_is_refused(tmp_path: Path) -> 
         exp = write(tmp_path, experiment(hosts, tmp_path / "out", PING))
         res = runner.invoke(app, ["run", str(exp)])
         assert res.exit_code == 6
-        reason = tomllib.loads(
-            next((tmp_path / "out" / "_failed").iterdir()).joinpath("run.toml").read_text()
+        assert res.stderr == (
+            f"Error: w0: preflight: its host key is not in {hosts.known_hosts}: run with --trust w0 (or"
+            " ssh-keyscan)\n"
         )
-        assert reason["result"]["reason"] == (
-            f"w0: prepare: its host key is not in {hosts.known_hosts}: run with --trust w0 (or ssh-keyscan)"
-        )
+        assert not (tmp_path / "out").exists()
         res = runner.invoke(app, ["run", str(exp), "--trust", "all", "--resume"])
         assert res.exit_code == 0, res.output
         for i in (0, 1):
@@ -210,10 +212,8 @@ def test_trust_records_new_keys_and_a_changed_key_is_refused(tmp_path: Path) -> 
         assert not (tmp_path / "out2").exists()
         res = runner.invoke(app, ["run", str(exp2)])
         assert res.exit_code == 6
-        reason = tomllib.loads(
-            next((tmp_path / "out2" / "_failed").iterdir()).joinpath("run.toml").read_text()
-        )
-        assert reason["result"]["reason"].startswith("w1: prepare: its host key changed, refused")
+        assert res.stderr.startswith("Error: w1: preflight: its host key changed, refused")
+        assert not (tmp_path / "out2").exists()
         assert_clean(hosts)
 
 
@@ -421,8 +421,13 @@ def test_dry_run_prints_the_exact_ssh_command_lines(tmp_path: Path, snapshot_run
                    "workers": [2]},
     }  # fmt: skip
     exp = write(tmp_path, "\n".join(_toml(doc)))
-    res = runner.invoke(app, ["run", str(exp), "--dry-run"])
-    assert res.exit_code == 0, res.output
-    assert res.stdout == snapshot_runner
+    for extra in ([], ["--exact"]):  # as each host runs it, and the ssh command lines themselves
+        res = runner.invoke(app, ["run", str(exp), "--dry-run", *extra])
+        assert res.exit_code == 0, res.output
+        assert res.stdout == snapshot_runner
+        launches = [line.split("] launch: ")[1] for line in res.stdout.splitlines() if "] launch: " in line]
+        assert len(launches) == 4
+        wrapped = [cmd.startswith("ssh -o BatchMode=yes") and "setsid -f" in cmd for cmd in launches]
+        assert wrapped == [bool(extra)] * 4  # the quoting folded away unless --exact
     assert not (tmp_path / "pcaps").exists()
     assert not Path("/tmp/tc-ctl").exists()
