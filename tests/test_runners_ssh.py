@@ -183,6 +183,27 @@ def test_unreachable_host_fails_fast_and_leaves_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.netns
 @pytest.mark.slow
+def test_a_host_python_without_torch_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """The new user's case: the built-in workload on hosts whose python3 has no torch. The preflight
+    asks each host's own interpreter over ssh and names the host and the fix; no run folder, no
+    capture, nothing left on the hosts (before, the run failed after starting as `w1 exited 1`)."""
+    with ssh_hosts(2) as hosts:
+        exp = write(tmp_path, experiment(hosts, tmp_path / "out", launcher__python="/usr/bin/python3"))
+        res = runner.invoke(app, ["run", str(exp)])
+        assert res.exit_code == 6, res.output
+        assert res.stderr.startswith("Error: preflight: w0: /usr/bin/python3 cannot import ")
+        assert (
+            "w1: /usr/bin/python3 cannot import torch (ModuleNotFoundError: No module named 'torch'):"
+            in res.stderr
+        )
+        assert res.stderr.endswith("; nothing was started\n")
+        assert len(res.stderr.splitlines()) == 1
+        assert not (tmp_path / "out").exists()
+        assert_clean(hosts)
+
+
+@pytest.mark.netns
+@pytest.mark.slow
 def test_trust_records_new_keys_and_a_changed_key_is_refused(tmp_path: Path) -> None:
     with ssh_hosts(2) as hosts:
         hosts.known_hosts.write_text("")
