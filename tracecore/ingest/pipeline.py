@@ -168,8 +168,11 @@ def _warm_up(runs: list[RunSource]) -> Iterator[None]:
     from tracecore.reader import compiled
 
     def run() -> None:
-        with contextlib.suppress(Exception):  # only a head start: the real first calls report errors
+        # Only a head start: the real first calls report errors. Each has its own suppress, so one
+        # that fails does not skip the other.
+        with contextlib.suppress(Exception):
             compiled.warm_up()
+        with contextlib.suppress(Exception):
             pa.array([0], pa.int8())
 
     thread = threading.Thread(target=run, name="warm-up", daemon=True)
