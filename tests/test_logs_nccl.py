@@ -72,6 +72,8 @@ def test_rank_0_log_as_nccl_printed_it() -> None:
             "nccl_version": "2.20.5+cuda12.4",
             "init_complete": True,
             "warnings": 1,  # `Could not find real path of rxe0`
+            "unknown_lines": 0,  # every other line is in a form the parser knows
+            "first_unknown": None,
             "line": 12,
         }
     ]
@@ -85,8 +87,12 @@ def test_rank_0_log_as_nccl_printed_it() -> None:
         (0, 1, 2, 0, "Channel"),
         (0, 2, 0, 1, "Ring"),  # `Ring 00 : 2 -> 0 -> 1`
     ]
-    assert [(t["channel"], t["rank"], t["up_rank"], t["down_ranks"]) for t in rows(parsed, "nccl_trees")] == [
-        (0, 0, -1, [2])  # `Trees [0] 2/-1/-1->0->-1`: the root, with child 2
+    trees = [(t["channel"], t["rank"], t["up_rank"], t["down_ranks"], t["source"], t["line"])
+             for t in rows(parsed, "nccl_trees")]  # fmt: skip
+    assert trees == [
+        (0, 0, -1, [2], "Tree", 30),  # `Tree 0 : -1 -> 0 -> 2/-1/-1`, as the trees are built…
+        (1, 0, 1, [2], "Tree", 31),  # …for two channels, of which the communicator keeps one:
+        (0, 0, -1, [2], "Trees", 34),  # `Trees [0] 2/-1/-1->0->-1`: the root, with child 2
     ]
     conns = [
         (c["channel"], c["src_rank"], c["dst_rank"], c["direction"], c["transport"], c["via"], c["line"])
@@ -110,8 +116,8 @@ def test_rank_0_log_as_nccl_printed_it() -> None:
 @pytest.mark.parametrize(
     ("rank", "address", "ring", "tree", "qps"),
     [
-        (1, "172.30.0.11", (0, 1, 2), (2, []), [(34, 40, 2)]),
-        (2, "172.30.0.12", (1, 2, 0), (0, [1]), [(39, 35, 0), (41, 36, 1)]),
+        (1, "172.30.0.11", (0, 1, 2), [(2, []), (-1, [0]), (2, [])], [(34, 40, 2)]),
+        (2, "172.30.0.12", (1, 2, 0), [(0, [1]), (0, []), (0, [1])], [(39, 35, 0), (41, 36, 1)]),
     ],
 )
 def test_ranks_1_and_2_as_nccl_printed_them(rank, address, ring, tree, qps) -> None:
@@ -126,7 +132,8 @@ def test_ranks_1_and_2_as_nccl_printed_them(rank, address, ring, tree, qps) -> N
         None,  # only rank 0 prints the version
     )
     assert [(r["prev_rank"], r["rank"], r["next_rank"]) for r in rows(parsed, "nccl_rings")] == [ring]
-    assert [(t["up_rank"], t["down_ranks"]) for t in rows(parsed, "nccl_trees")] == [tree]
+    # `Tree 0`, `Tree 1`, then `Trees [0]`
+    assert [(t["up_rank"], t["down_ranks"]) for t in rows(parsed, "nccl_trees")] == tree
     assert [(q["local_qpn"], q["remote_qpn"], q["peer_rank"]) for q in rows(parsed, "nccl_qps")] == qps
 
 
@@ -154,7 +161,7 @@ def test_damaged_topology_lines_are_counted_and_numbers_cannot_overflow(tmp_path
     assert parsed.bad_lines == 3
     assert [b.split(":")[0] for b in parsed.first_bad] == ["line 33", "line 34", "line 41"]
     assert [r["source"] for r in rows(parsed, "nccl_rings")] == ["Channel"] * 3
-    assert rows(parsed, "nccl_trees") == []
+    assert [t["source"] for t in rows(parsed, "nccl_trees")] == ["Tree", "Tree"]  # not the damaged `Trees`
     assert [c["line"] for c in rows(parsed, "nccl_channels")] == [38, 48]
 
 
@@ -242,9 +249,11 @@ def test_two_communicators_in_one_process_keep_their_own_ranks_and_rings(tmp_pat
         ("0x1f82f8f6b7863cd3", 1, 2, 0),
         ("0xabc", 0, 1, 0),
     ]
-    assert [(t["comm_id"], t["up_rank"]) for t in rows(parsed, "nccl_trees")] == [
-        ("0x1f82f8f6b7863cd3", 0),
-        ("0xabc", 0),
+    assert [(t["comm_id"], t["up_rank"], t["source"]) for t in rows(parsed, "nccl_trees")] == [
+        ("0x1f82f8f6b7863cd3", 0, "Tree"),
+        ("0x1f82f8f6b7863cd3", 0, "Tree"),
+        ("0x1f82f8f6b7863cd3", 0, "Trees"),
+        ("0xabc", 0, "Trees"),
     ]
 
 

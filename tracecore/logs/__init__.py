@@ -31,6 +31,9 @@ class ParsedLog:
     bad_lines: int = 0
     first_bad: list[str] = field(default_factory=list)  # a few examples for the report
     more: dict[str, pa.Table] = field(default_factory=dict)  # the parser's `more_tables`, by name
+    # what the report should say about a file read whole (e.g. lines of a form the parser does not
+    # know); ingest prints each as a warning after the file's path
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
