@@ -16,9 +16,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from tracecore.cli.app import app
+from tests.test_views_nccl import cli, view
 from tracecore.sample import both_directions_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,16 +58,6 @@ def name_logs(folder: Path, real: str, rank_beside_worker: dict[int, int]) -> No
     """worker-<i>-nccl.log = the log of rank rank_beside_worker[i]: the names pair logs with captures."""
     for i, rank in rank_beside_worker.items():
         (folder / LOG_OF_RANK[real][rank]).rename(folder / f"worker-{i}-nccl.log")
-
-
-def cli(*args: str) -> str:
-    result = CliRunner().invoke(app, list(args))
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def view(data: Path, name: str, run: str) -> list[dict]:
-    return json.loads(cli("query", name, "--data", str(data), "-r", run, "-f", "json"))
 
 
 @pytest.fixture(scope="module")
