@@ -3,7 +3,8 @@
 NCCL prints each line as `host:pid:tid [cudaDev] NCCL INFO message` (a WARN line adds `file.cc:line`
 before `NCCL`); launchers may prepend a tag or a timestamp, and the program's own output is mixed in,
 so a line counts as NCCL's when that prefix appears in it and every other line is passed over. The
-messages read (format strings of NCCL 2.20.5; older and newer releases print the same words):
+messages read (format strings of NCCL 2.20.5 and 2.28.9; `Bootstrap: Using` and `NET/Socket : Using
+[0]eth0:10.0.0.1<0>` alike):
 
     Bootstrap : Using eth0:172.30.0.25<0>                      bootstrap interface and address
     NET/IB : Using [0]rxe0:1/RoCE [RO]; OOB eth0:172.30.0.25<0> the network devices (NET/Socket alike)
@@ -12,7 +13,7 @@ messages read (format strings of NCCL 2.20.5; older and newer releases print the
     Channel 00/01 :    0   1   2                                rank 0 lists each ring in order
     Ring 00 : 2 -> 0 -> 1                                       prev -> this rank -> next, per channel
     Trees [0] 2/-1/-1->0->-1                                    per channel: down0/down1/down2->rank->up
-    Tree 0 : -1 -> 0 -> 2/-1/-1                                 one channel: up -> rank -> down0/down1/down2
+    Tree 0 : -1 -> 0 -> 2/-1/-1                                 one tree: up -> rank -> down0/down1/down2
     Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0             a connection and its transport
     NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 34 mtu 3 query_ece={…} GID 1 (0/19001EACFFFF0000) …
     NET/IB: IbDev 0 Port 1 qpn 35 set_ece={…}
@@ -23,6 +24,11 @@ The last two are one RDMA connection as its sender sets it up: `qpn 34 mtu` is t
 destination QP of the data frames on the wire; from 2.27 that line names the sender's own QP again,
 so it is read only after a `query_ece=` line. A connection's QPs are matched to its `[send] via NET/IB`
 line by order (NCCL sets them up in the order it prints them).
+
+`Trees` (INIT) lists the trees of the channels the communicator keeps; `Tree c` (GRAPH) is printed
+as the trees are built, for twice the channels searched, of which fewer may be kept (the 2.20.5 RoCE
+logs: `Tree 0` and `Tree 1`, `Trees [0]` only). Both go to `nccl_trees` (`source`); the views
+declare a rank's trees from its `Trees` line, from its `Tree` lines only when it has none.
 
 A process may hold several communicators; ranks are per communicator. Lines are given to the
 communicator of the nearest `comm 0x… rank …` line of their thread (before, else after), else of
