@@ -16,7 +16,7 @@
 --               connections between the same addresses by how it opens: the side that sent the
 --               SYN sends NCCL's 8-byte magic, 4-byte socket type and 1-byte socket index as its
 --               first three payload segments (NCCL ≥ 2.16; the bootstrap follows the type with a
---               4-byte size, PyTorch's TCPStore and gloo open otherwise). Its bytes and frames are
+--               4-byte size, PyTorch's TCPStore opens otherwise). Its bytes and frames are
 --               the TCP payload after that 13-byte opening, and the frames that carry it; a
 --               connection with nothing after it (a set-up, unused one) carries no data. A
 --               connection whose opening the capture missed is not counted.

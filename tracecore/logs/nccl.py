@@ -119,9 +119,10 @@ _STRUCTURAL = (
 )
 
 # Messages NCCL prints that say nothing this parser reads, passed over on purpose: every other
-# form of the real logs (../shared/corpus-rdma: 2.20.5, INIT,ENV,NET; ../shared/corpus-gpu: 2.28.9,
-# INIT,BOOTSTRAP,ENV,GRAPH,NET,PROFILE), matched at the message's start, in the order NCCL prints
-# them. An INFO message that is neither read above nor one of these is an unknown line.
+# form of the real logs (../shared/corpus-rdma: 2.20.5 over RoCE; ../shared/corpus-gpu: 2.28.9 over
+# sockets, subsystems INIT,BOOTSTRAP,ENV,GRAPH,NET,PROFILE), matched at the message's start, listed
+# about in the order NCCL prints them. An INFO message that is neither read above nor one of these
+# is an unknown line.
 _PASSED_OVER_FORMS = (
     r"(?:ENV|NET|PROFILER|TUNER)/Plugin ?:",  # plugin search, loading and the plugins' own notes
     r"NCCL_[A-Z0-9_]{1,64} set (?:by environment )?to ",  # an NCCL_* variable's value
