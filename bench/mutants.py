@@ -45,7 +45,7 @@ VIEW_TESTS = (
 )
 DEDUP_TESTS = ("tests/test_dedup.py", "tests/test_ingest.py")
 KERNEL_TESTS = ("tests/test_reader_corpus.py", "tests/test_views_exact.py")
-NCCL_TESTS = ("tests/test_views_nccl.py",)
+NCCL_TESTS = ("tests/test_views_nccl.py", "tests/test_views_nccl_socket.py")
 WINDOW = "FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)"
 WINDOW_NO_END = "FROM packets_window(runs := runs, from_ns := from_ns, to_ns := NULL)"
 
@@ -292,6 +292,30 @@ MUTANTS = [
         "THEN list_has_all(e.declared_qps, e.measured_qps) END AS qp_agrees",
         "THEN true END AS qp_agrees",
         "measured QPs never compared with the logged ones",
+        NCCL_TESTS,
+    ),
+    Mutant(
+        "nccl_topology.any_tcp_is_nccl",
+        "queries/nccl_topology.sql",
+        "WHERE c.opened AND c.opening = [1, 4, 8] AND c.payload > 13",
+        "WHERE c.payload > 13",
+        "the bootstrap's and TCPStore's connections counted as NCCL socket data",
+        NCCL_TESTS,
+    ),
+    Mutant(
+        "nccl_topology.little_data_contradicts",
+        "queries/nccl_topology.sql",
+        "WHEN NOT expected AND little THEN qp_agrees IS NOT DISTINCT FROM false",
+        "WHEN false THEN NULL",
+        "a small all-reduce on the other algorithm's links taken for a contradiction",
+        NCCL_TESTS,
+    ),
+    Mutant(
+        "nccl_edges.tree_lines_beside_trees",
+        "queries/nccl_edges.sql",
+        "WHERE source IS DISTINCT FROM 'Tree' OR NOT has_trees",
+        "WHERE true",
+        "the trees as built (`Tree c`, more channels than kept) declared beside the `Trees` line",
         NCCL_TESTS,
     ),
     Mutant(

@@ -152,29 +152,34 @@ def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
 def test_oldest_duckdb_runs_the_nccl_views_on_a_run_with_nccl_logs(
     oldest_python: Path, tmp_path: Path
 ) -> None:
-    """The NCCL views over the shared NCCL ring captures and logs: the same rows in both DuckDBs."""
+    """The NCCL views over the shared NCCL ring captures and logs (RoCE, 2.20.5) and the 4-rank
+    socket run (2.28.9): the same rows in both DuckDBs."""
     from tests.test_views_nccl import RING, nccl_run_folder
+    from tests.test_views_nccl_socket import FOUR, copy_run
 
     nccl_run_folder(tmp_path / "runs", RING, {0: 0, 1: 1, 2: 2})
+    copy_run(tmp_path / "runs", FOUR)
     summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
     assert not summary.failed
     assert not summary.problems, summary.problems
     queries = [
-        "SELECT DISTINCT verdict FROM nccl_topology",
+        "SELECT run, verdict, count(*), count(*) FILTER (WHERE measured) FROM nccl_topology GROUP BY ALL "
+        "ORDER BY ALL",
         *[
             f"SELECT * FROM {name} ORDER BY ALL"
             for name in ("nccl_topology", "nccl_edges", "nccl_rank_workers")
         ],
-        "SELECT src_worker, dst_worker FROM topology_check WHERE predicted ORDER BY ALL",
+        f"SELECT src_worker, dst_worker FROM topology_check WHERE predicted AND run = '{RING}' ORDER BY ALL",
     ]
     catalog = tmp_path / "data" / "tracecore.duckdb"
     oldest = plain_duckdb(oldest_python, catalog, queries, tmp_path)
     today = plain_duckdb(Path(sys.executable), catalog, queries, tmp_path)
     assert oldest["results"] == today["results"]
-    verdict, topology, edges, ranks, predicted = oldest["results"]
-    assert verdict == [[True]]
-    assert (len(topology), len(ranks)) == (5, 3)
-    assert len(edges) > 10
+    verdicts, topology, edges, ranks, predicted = oldest["results"]
+    # FOUR's socket edges: 4 ring links and 4 tree links measured, 3 tree links idle
+    assert verdicts == [[RING, True, 5, 3], [FOUR, True, 11, 8]]
+    assert (len(topology), len(ranks)) == (16, 7)
+    assert len(edges) > 30
     assert predicted == [["W1", "W2"], ["W2", "W3"], ["W3", "W1"]]
 
 

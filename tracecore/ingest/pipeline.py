@@ -561,6 +561,7 @@ def _parse_logs(
         if parsed.bad_lines:
             example = parsed.first_bad[0] if parsed.first_bad else ""
             summary.problems.append((str(path), f"{parsed.bad_lines} unparseable line(s); first: {example}"))
+        summary.warnings += [f"{path}: {warning}" for warning in parsed.warnings]
         stem = worker_stem(path.name)
         owners = by_stem.get(stem, []) if stem is not None else []
         worker = owners[0] if len(owners) == 1 else None

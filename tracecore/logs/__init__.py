@@ -5,8 +5,9 @@ order detection tries them (as scapy's `conf.load_layers`), strictest format fir
 wins a file is written down here, not left to import or file-name order. Ingest offers every text
 file of a run folder to `detect_parser`; the chosen parser returns one Arrow table (its own kind,
 stored as table `parser.table`), any further tables it declares in `more_tables` (NCCL's log holds
-ranks, rings, trees, connections and QPs), and the count of lines it could not parse, which are
-reported, never dropped silently. A table with a `worker` column is given, by ingest, the worker
+ranks, rings, trees, connections and QPs), the count of lines it could not parse, which are
+reported, never dropped silently, and any warnings about the file it read (NCCL's lines of unknown
+forms). A table with a `worker` column is given, by ingest, the worker
 whose capture shares the log's `worker-<i>` name (`ingest/discover.py:worker_stem`).
 """
 
@@ -31,6 +32,9 @@ class ParsedLog:
     bad_lines: int = 0
     first_bad: list[str] = field(default_factory=list)  # a few examples for the report
     more: dict[str, pa.Table] = field(default_factory=dict)  # the parser's `more_tables`, by name
+    # what the report should say about a file read whole (e.g. lines of a form the parser does not
+    # know); ingest prints each as a warning after the file's path
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
