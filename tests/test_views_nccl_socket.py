@@ -186,3 +186,26 @@ def test_without_nccl_sockets_on_the_wire_the_verdict_is_unknown(data: Path) -> 
     assert {r["verdict"] for r in rows} == {None}
     assert not any(r["measured"] for r in rows)
     assert {r["pairing"] for r in view(data, "nccl_rank_workers", NO_SOCKETS)} == {"name"}
+
+
+def test_the_gpu_checks_verdict_line_on_the_real_runs(data: Path) -> None:
+    """bench.gpu_nccl's judge, whose GPU run CI cannot make, on the real two-rank H100 run: PASS; with
+    the ranks' logs swapped: FAIL on nccl_topology alone."""
+    from bench.gpu_nccl import judge
+    from tracecore.ingest.catalog import open_catalog
+
+    con = open_catalog(data)
+    try:
+        ok, line = judge(con, "cuda", TWO)
+        swapped_ok, swapped = judge(con, "cuda", TWO_SWAPPED)
+    finally:
+        con.close()
+    assert ok, line
+    assert line == (
+        "gpu_nccl: PASS device=cuda | topology_check nccl_ring per-step ratio 1.0000-1.0006, off-pattern"
+        " share 0.0000 | nccl_topology verdict True (2 of 2 edges measured, 622.3 MB) | data_per_step"
+        " payload ratio 1.0003 over 11 steps"
+    )
+    assert not swapped_ok
+    assert swapped.startswith("gpu_nccl: FAIL device=cuda | topology_check nccl_ring")
+    assert "| nccl_topology verdict False (2 of 2 edges measured" in swapped
