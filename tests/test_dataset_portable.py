@@ -22,6 +22,8 @@ from tracecore.ingest import ingest, open_catalog
 from tracecore.sample import SAMPLE_RUN, sample_root
 
 REPO = Path(__file__).resolve().parent.parent
+# views of the collectives' event sources (profiler traces, NCCL's plugins): empty on the sample runs
+EVENT_VIEW_PREFIXES = ("collective_", "step_breakdown")
 
 # What a user types: open the catalog read-only, maybe say where the dataset folder is, run SQL.
 PLAIN_DUCKDB = """\
@@ -146,6 +148,9 @@ def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
     assert rows.pop("rdma_flows") == [[0]]  # the sample is TCP: test below has RDMA
     nccl = {name: rows.pop(name) for name in list(rows) if name.startswith("nccl_")}  # no NCCL logs here
     assert all(isinstance(count, list) for count in nccl.values()), nccl
+    # no profiler traces either: test_oldest_duckdb_runs_the_collective_views has runs with them
+    events = {name: rows.pop(name) for name in list(rows) if name.startswith(EVENT_VIEW_PREFIXES)}
+    assert all(count == [[0]] for count in events.values()), events
     assert all(isinstance(count, list) and count[0][0] > 0 for count in rows.values()), rows
 
 

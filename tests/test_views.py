@@ -39,6 +39,12 @@ VIEW_ROWS = {
     "accuracy_vs_data": 34,
     "burstiness": 96,
     "bytes_sent": 2 * 4,
+    # the sample runs have no profiler traces (tests/test_views_collectives.py has runs that do)
+    "collective_calls": 0,
+    "collective_coverage": 0,
+    "collective_links": 0,
+    "collective_rank_workers": 2 * 4,  # the sample captures are named worker-<i>-…
+    "collective_wire": 0,
     "congestion": 12 * (661 + 419),  # link_util's rows, with zero marks: the sample runs are TCP
     "data_per_step": 2,
     "flow_counts": 2 * 5,  # 4tuple, 5tuple, connection, hostpair, qp

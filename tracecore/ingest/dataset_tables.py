@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from tracecore.logs import nccl
+from tracecore.logs import _collectives, nccl
 from tracecore.schema import SCHEMA_VERSION
 
 # The catalog's layout; 2: packets views widen byte columns and add `ts`; 3: `_files.layers`.
@@ -105,6 +105,13 @@ NCCL_SCHEMAS: dict[str, pa.Schema] = {
     name: pa.schema([pa.field("run", pa.string()), *schema]) for name, schema in nccl.TABLES.items()
 }
 
+# The collectives the event sources record (PyTorch's profiler, NCCL's Inspector and example plugin,
+# Horovod's timeline; tracecore/logs/_collectives.py owns the columns), with their clocks, profiled
+# steps and GPU kernels: base tables for the same reason (queries/collective_*.sql, step_breakdown).
+COLLECTIVE_SCHEMAS: dict[str, pa.Schema] = {
+    name: pa.schema([pa.field("run", pa.string()), *schema]) for name, schema in _collectives.TABLES.items()
+}
+
 BASE_SCHEMAS: dict[str, pa.Schema] = {
     "runs": RUNS,
     "workers": WORKERS,
@@ -112,10 +119,11 @@ BASE_SCHEMAS: dict[str, pa.Schema] = {
     "train_log": TRAIN_LOG,
     "_files": FILES,
     **NCCL_SCHEMAS,
+    **COLLECTIVE_SCHEMAS,
 }
 # Tables a dataset written before they existed lacks: read as empty, never as a damaged record.
-LATER_TABLES = frozenset(NCCL_SCHEMAS)
-EXPORTED = ("runs", "workers", "captures", "train_log", *NCCL_SCHEMAS)
+LATER_TABLES = frozenset(NCCL_SCHEMAS) | frozenset(COLLECTIVE_SCHEMAS)
+EXPORTED = ("runs", "workers", "captures", "train_log", *NCCL_SCHEMAS, *COLLECTIVE_SCHEMAS)
 
 
 @dataclass
