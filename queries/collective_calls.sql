@@ -26,8 +26,11 @@
 --   algbw_gbs, busbw_gbs      as in table `collectives` (bytes: NCCL's count × element size)
 --   worker_from               'name' | 'process' | 'rank' | 'capture'; NULL when no worker is found
 --   step                      training step (source's own, else the training log's); NULL when neither
---   instance_start_ns         earliest start_ns of the instance over its ranks, UTC ns
---   instance_end_ns           latest end_ns of the instance over its ranks, UTC ns
+--   clock_offset_ns           the worker's host clock − the runner's (run.toml [[hosts]], measured by
+--                             `tracecore run`), ns; NULL when not recorded (taken as 0)
+--   instance_start_ns         earliest start of the instance over its ranks, each less its host's
+--                             clock offset: on the runner's clock (the hosts' own without offsets), UTC ns
+--   instance_end_ns           latest end of the instance over its ranks, on the same clock, UTC ns
 --   instance_ranks            ranks of this source that recorded the instance
 CREATE OR REPLACE VIEW collective_calls AS
 WITH
@@ -68,13 +71,15 @@ placed AS (
                WHEN br.worker IS NOT NULL THEN 'rank'
                WHEN bc.worker IS NOT NULL THEN 'capture'
            END AS worker_from,
-           m.nccl_comm
+           m.nccl_comm, hc.offset_ns AS clock_offset_ns
     FROM collectives AS c
     LEFT JOIN by_process AS bp ON bp.run = c.run AND bp.file = c.file
     LEFT JOIN collective_rank_workers AS br
         ON br.run = c.run AND br.rank = c.rank AND br.nranks = c.comm_size AND br.paired = 'nccl log'
     LEFT JOIN collective_rank_workers AS bc ON bc.run = c.run AND bc.rank = c.rank AND bc.paired = 'capture'
     LEFT JOIN comms AS m ON m.run = c.run AND m.file = c.file AND m.comm IS NOT DISTINCT FROM c.comm
+    LEFT JOIN workers AS w ON w.run = c.run AND w.worker = coalesce(c.worker, bp.worker, br.worker, bc.worker)
+    LEFT JOIN host_clocks AS hc ON hc.run = c.run AND hc.ip = w.ip
 ),
 stepped AS (
     SELECT p.run, p.file, p.line, p.comm, p.seq, any_value(s.step) AS log_step
@@ -88,9 +93,9 @@ stepped AS (
 SELECT p.run, p.source, p.backend, p.file, p.rank, p.found_worker AS worker, p.worker_from, p.comm, p.comm_size, p.nccl_comm,
        p.seq, p.op, p.bytes, p.dtype, p.peer, p.algorithm, p.protocol, p.n_channels, p.start_ns, p.end_ns,
        p.time_source, p.call_start_ns, p.call_end_ns, coalesce(p.step, s.log_step) AS step, p.algbw_gbs,
-       p.busbw_gbs,
-       min(p.start_ns) OVER instance AS instance_start_ns,
-       max(p.end_ns) OVER instance AS instance_end_ns,
+       p.busbw_gbs, p.clock_offset_ns,
+       min(p.start_ns - coalesce(p.clock_offset_ns, 0)) OVER instance AS instance_start_ns,
+       max(p.end_ns - coalesce(p.clock_offset_ns, 0)) OVER instance AS instance_end_ns,
        count(*) OVER instance AS instance_ranks
 FROM placed AS p
 LEFT JOIN stepped AS s

@@ -25,11 +25,14 @@
 -- Parameters: none.
 -- Columns:
 --   run, source, comm, seq, op, bytes, step, algorithm   the collective (algorithm as modelled)
+--   file                     the sending rank's source file
 --   n_ranks                  N: the communicator's size (the source's, else NCCL's)
 --   src_rank, dst_rank       sending and receiving rank
 --   src_worker, dst_worker   their workers; NULL when unknown
 --   start_ns, end_ns         the sending rank's own start and end of the collective, UTC ns
---   instance_start_ns, instance_end_ns   the instance's earliest start and latest end, UTC ns
+--   clock_offset_ns          the sending rank's host clock − the runner's, ns (NULL: unknown, 0)
+--   instance_start_ns, instance_end_ns   the instance's earliest start and latest end on the
+--                            runner's clock (collective_calls), UTC ns
 --   instance_ranks           ranks of the source that recorded the instance
 --   predicted_bytes          bytes the model puts on src → dst, bytes (fractional for split shares)
 --   neighbours               'nccl' (declared) | 'rank order'
@@ -105,11 +108,11 @@ rank_workers AS (
     WHERE worker IS NOT NULL
     GROUP BY ALL
 )
-SELECT m.run, m.source, m.comm, m.seq, m.op, m.bytes, m.step, m.modelled AS algorithm, m.n AS n_ranks,
+SELECT m.run, m.source, m.file, m.comm, m.seq, m.op, m.bytes, m.step, m.modelled AS algorithm, m.n AS n_ranks,
        m.rank AS src_rank, m.dst_rank, m.worker AS src_worker,
        coalesce(rw.worker, nw.worker, cw.worker) AS dst_worker,
-       m.start_ns, m.end_ns, m.instance_start_ns, m.instance_end_ns, m.instance_ranks, m.predicted_bytes,
-       m.neighbours
+       m.start_ns, m.end_ns, m.clock_offset_ns, m.instance_start_ns, m.instance_end_ns, m.instance_ranks,
+       m.predicted_bytes, m.neighbours
 FROM modelled AS m
 LEFT JOIN rank_workers AS rw
     ON rw.run = m.run AND rw.source = m.source AND rw.comm IS NOT DISTINCT FROM m.comm AND rw.rank = m.dst_rank

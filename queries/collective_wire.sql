@@ -19,7 +19,8 @@
 --         they are back to back on the socket), computed as P_i + running max of (a_j − P_j), with P
 --         the prefix sum of p — window functions, no recursion
 --   s_i   = a_i instead when a_i is short of b_i by at most 4 KiB + p_i/1000 (the prediction errs by
---         NCCL's channel split and framing; an anchor that close is the collective's true start)
+--         NCCL's channel split and framing; an anchor that close is the collective's true start),
+--         unless the previous collective found the same first packet (then time tells them not apart)
 --   e_i   = min(b_i + p_i, s_{i+1}): a range ends where the next one starts at the latest
 --   a packet belongs to collective i when the middle of its payload falls in [s_i, e_i), so a range
 --         a few bytes too long or short neither takes its neighbour's first packet nor loses its last,
@@ -45,7 +46,9 @@
 --   run, source, comm, seq, op, step, algorithm, n_ranks   the collective instance (as collective_links)
 --   message_bytes           S: NCCL's count × element size, bytes
 --   src_worker, dst_worker, src_rank, dst_rank             the directed link and its ranks
---   start_ns, end_ns        the instance on its ranks: earliest start, latest end, UTC ns
+--   src_file                the sending rank's source file
+--   start_ns, end_ns        the instance on its ranks: earliest start, latest end, on the sending host's
+--                           clock (its capture's), UTC ns
 --   sender_start_ns         the sending rank's own start, UTC ns
 --   window_frames, window_bytes   frames and TCP payload on the link's data connections inside
 --                           [start_ns, end_ns] (the naive count), bytes
@@ -63,7 +66,10 @@
 CREATE OR REPLACE MACRO collective_wire(runs := NULL, err_ns := NULL, idle_ns := 1000000, min_conn_share := 0.1) AS TABLE
 WITH
 links AS (
-    SELECT l.*, s.ip AS src_ip, d.ip AS dst_ip,
+    SELECT l.* EXCLUDE (instance_start_ns, instance_end_ns), s.ip AS src_ip, d.ip AS dst_ip,
+           -- the instance on the sender's host clock, which its capture was taken with
+           l.instance_start_ns + coalesce(l.clock_offset_ns, 0) AS instance_start_ns,
+           l.instance_end_ns + coalesce(l.clock_offset_ns, 0) AS instance_end_ns,
            coalesce(err_ns, (SELECT max(k.error_ns) FROM collective_clocks AS k
                              WHERE k.run = l.run AND k.source = l.source), 1000000) AS err
     FROM collective_links AS l
@@ -128,7 +134,14 @@ ranged AS (
     FROM prefixed
 ),
 started AS (  -- an anchor just short of the chained start is the true start (predictions err a little)
-    SELECT *, CASE WHEN a >= b - (4096 + p / 1000) THEN a ELSE b END AS s FROM ranged
+    SELECT *,
+           CASE
+               WHEN a >= b - (4096 + p / 1000)
+                    AND a > coalesce(lag(a) OVER (PARTITION BY run, source, src_ip, dst_ip, src_port, dst_port
+                                                  ORDER BY i), -1)
+               THEN a ELSE b
+           END AS s
+    FROM ranged
 ),
 bounded AS (
     SELECT *, least(b + p, coalesce(lead(s) OVER (PARTITION BY run, source, src_ip, dst_ip, src_port, dst_port
@@ -173,7 +186,7 @@ gpu AS (
     FROM (SELECT *, coalesce(comm_size, 1) AS n FROM collective_calls) AS c
 )
 SELECT l.run, l.source, l.comm, l.seq, l.op, l.step, l.algorithm, l.n_ranks, l.bytes AS message_bytes,
-       l.src_worker, l.dst_worker, l.src_rank, l.dst_rank,
+       l.src_worker, l.dst_worker, l.src_rank, l.dst_rank, l.file AS src_file,
        l.instance_start_ns AS start_ns, l.instance_end_ns AS end_ns, l.start_ns AS sender_start_ns,
        wn.window_frames, wn.window_bytes,
        coalesce(w.frames, 0) AS frames, coalesce(w.bytes, 0) AS bytes, l.predicted_bytes,

@@ -41,9 +41,11 @@ VIEW_ROWS = {
     "bytes_sent": 2 * 4,
     # the sample runs have no profiler traces (tests/test_views_collectives.py has runs that do)
     "collective_calls": 0,
+    "collective_clock_check": 0,
     "collective_coverage": 0,
     "collective_links": 0,
     "collective_rank_workers": 2 * 4,  # the sample captures are named worker-<i>-…
+    "collective_stragglers": 0,
     "collective_wire": 0,
     "congestion": 12 * (661 + 419),  # link_util's rows, with zero marks: the sample runs are TCP
     "data_per_step": 2,
@@ -63,6 +65,7 @@ VIEW_ROWS = {
     "run_bounds": 2,
     "run_meta": 2,
     "run_summary": 2,
+    "step_breakdown": 0,
     "temporal_flows": 76,
     "throughput_ci": 2,
     "topology_check": 2 * 12,

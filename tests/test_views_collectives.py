@@ -10,6 +10,7 @@ link; on mlp25m two buckets go back to back on the same sockets, so time windows
 
 from __future__ import annotations
 
+import shutil
 import statistics
 from pathlib import Path
 
@@ -154,3 +155,105 @@ def test_the_sources_agree_where_they_overlap(con) -> None:
     assert len(got) == 2 * 3 + 2 * 6 + 4 * 3
     assert {r["matches"] for r in got} == {1}
     assert max(r["apart"] for r in got) < 1_000_000
+
+
+def test_every_source_clock_agrees_with_the_capture(con) -> None:
+    got = rows(con, "SELECT run, file, ok, lead_ns, error_ns, checked FROM collective_clock_check")
+    assert len(got) == 2 + 2 + 4 + 4 + 2 + 2  # every file with collectives of 64 KiB or more
+    assert all(r["ok"] for r in got)
+    # NCCL's plugin times kernels with the GPU's global timer, 0.23 ms ahead of the host clock here
+    assert max(r["lead_ns"] for r in got) < 250_000
+
+
+def test_a_rank_clock_shifted_by_50_ms_fails_the_check_with_a_clear_message(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / CNN
+    shutil.copytree(PROFILERS / CNN, run, ignore=shutil.ignore_patterns("nccl-profiler-example_*"))
+    trace = run / "kineto-rank1.json"
+    text = trace.read_text()
+    assert text.count('"baseTimeNanoseconds": 1790857026000000000') == 1
+    trace.write_text(
+        text.replace(
+            '"baseTimeNanoseconds": 1790857026000000000', '"baseTimeNanoseconds": 1790857026050000000'
+        )
+    )
+    summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
+    assert not summary.problems, summary.problems
+    con = open_catalog(tmp_path / "data")
+    try:
+        got = {r["rank"]: r for r in rows(con, "SELECT * FROM collective_clock_check")}
+    finally:
+        con.close()
+    assert got[0]["ok"]
+    assert not got[1]["ok"]
+    assert got[1]["lead_ns"] > 30_000_000
+    assert got[1]["message"].startswith(
+        "kineto-rank1.json rank 1 (W2): the bytes of all_reduce #1 left 32.784 ms before the collective's "
+        "recorded start, more than the 1.000 ms its clock mapping (baseTimeNanoseconds) allows"
+    )
+
+
+def test_stragglers_name_the_rank_that_started_last(con) -> None:
+    got = rows(
+        con,
+        "SELECT seq, step, ranks, last_rank, last_worker, spread_ns, wait_ns FROM collective_stragglers "
+        "WHERE run = ? AND source = 'pytorch_profiler' ORDER BY seq",
+        [CNN],
+    )
+    # on cnn3m rank 0 reaches every profiled all-reduce 15-16 ms after rank 1, which waits
+    assert [(r["step"], r["ranks"], r["last_rank"], r["last_worker"]) for r in got] == [
+        (4, 2, 0, "W1"),
+        (5, 2, 0, "W1"),
+        (6, 2, 0, "W1"),
+    ]
+    assert [round(r["spread_ns"] / 1e6, 1) for r in got] == [14.7, 15.0, 16.5]
+    assert all(r["wait_ns"] == r["spread_ns"] for r in got)  # two ranks: the other waits the spread
+    four = rows(con, "SELECT count(*) AS n, sum(ranks) AS r FROM collective_stragglers WHERE run = ?", [W4])[
+        0
+    ]
+    assert four == {"n": 3 + 24, "r": 4 * (3 + 24)}
+
+
+def test_step_breakdown_splits_each_profiled_step(con) -> None:
+    got = rows(
+        con,
+        "SELECT worker, step, timed_by, step_ns, compute_ns, communication_ns, overlap_ns, exposed_ns, "
+        "busiest_link, link_busy_ns FROM step_breakdown WHERE run = ? ORDER BY worker, step",
+        [CNN],
+    )
+    assert [(r["worker"], r["step"], r["timed_by"]) for r in got] == [
+        (w, s, "pytorch_profiler") for w in ("W1", "W2") for s in (4, 5, 6)
+    ]
+    w1 = got[0]
+    assert w1["step_ns"] == 17280881  # gpu_user_annotation ProfilerStep#4 (dur 17,280.881 µs)
+    assert w1["communication_ns"] == 7475659  # its one NCCL kernel
+    assert w1["exposed_ns"] == w1["communication_ns"] - w1["overlap_ns"]
+    assert w1["busiest_link"] == "W2"
+    for r in got:
+        assert 0 < r["compute_ns"] < r["step_ns"]
+        assert 0 < r["link_busy_ns"] < r["step_ns"]
+
+
+def test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock(tmp_path: Path) -> None:
+    """`tracecore run` records each host's clock − the runner's in run.toml [[hosts]]; stragglers compare
+    the ranks' starts on the runner's clock. Declaring W2's host 5 ms ahead moves rank 1's starts 5 ms
+    earlier there, so rank 0 (which already started last) trails by 5 ms more."""
+    run = tmp_path / "runs" / CNN
+    shutil.copytree(PROFILERS / CNN, run, ignore=shutil.ignore_patterns("nccl-profiler-example_*"))
+    hosts = [("w0", "10.77.0.1", 0, 40_000), ("w1", "10.77.0.2", 5_000_000, 60_000)]
+    toml = (run / "run.toml").read_text() + "".join(
+        f'\n[[hosts]]\nname = "{n}"\nip = "{ip}"\nclock_offset_ns = {off}\nclock_rtt_ns = {rtt}\n'
+        for n, ip, off, rtt in hosts
+    )
+    (run / "run.toml").write_text(toml)
+    summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
+    assert not summary.problems, summary.problems
+    con = open_catalog(tmp_path / "data")
+    try:
+        clocks = rows(con, "SELECT host, ip, offset_ns, rtt_ns FROM host_clocks ORDER BY host")
+        spreads = rows(con, "SELECT spread_ns FROM collective_stragglers ORDER BY seq")
+        checks = rows(con, "SELECT ok FROM collective_clock_check")
+    finally:
+        con.close()
+    assert clocks == [dict(zip(("host", "ip", "offset_ns", "rtt_ns"), h, strict=True)) for h in hosts]
+    assert [round(r["spread_ns"] / 1e6, 1) for r in spreads] == [19.7, 20.0, 21.5]
+    assert [r["ok"] for r in checks] == [True, True]  # each rank's bytes still follow its own start

@@ -84,6 +84,16 @@ TRAIN_LOG = pa.schema(
     ]
 )
 
+HOST_CLOCKS = pa.schema(
+    [
+        ("run", pa.string()),
+        ("host", pa.string()),  # run.toml [[hosts]] name
+        ("ip", pa.string()),  # its address: the worker whose IP it is ran there
+        ("offset_ns", pa.int64()),  # the host's clock − the runner's, ns (runners/clocks.py)
+        ("rtt_ns", pa.int64()),  # the round trip of that measurement: the offset is known to ± half of it
+    ]
+)
+
 FILES = pa.schema(
     [
         ("path", pa.string()),  # relative to the dataset root: packets/run=…/worker=…/part-N.parquet
@@ -118,12 +128,13 @@ BASE_SCHEMAS: dict[str, pa.Schema] = {
     "captures": CAPTURES,
     "train_log": TRAIN_LOG,
     "_files": FILES,
+    "host_clocks": HOST_CLOCKS,
     **NCCL_SCHEMAS,
     **COLLECTIVE_SCHEMAS,
 }
 # Tables a dataset written before they existed lacks: read as empty, never as a damaged record.
-LATER_TABLES = frozenset(NCCL_SCHEMAS) | frozenset(COLLECTIVE_SCHEMAS)
-EXPORTED = ("runs", "workers", "captures", "train_log", *NCCL_SCHEMAS, *COLLECTIVE_SCHEMAS)
+LATER_TABLES = frozenset(NCCL_SCHEMAS) | frozenset(COLLECTIVE_SCHEMAS) | {"host_clocks"}
+EXPORTED = ("runs", "workers", "captures", "train_log", "host_clocks", *NCCL_SCHEMAS, *COLLECTIVE_SCHEMAS)
 
 
 @dataclass

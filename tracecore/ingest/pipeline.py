@@ -388,6 +388,7 @@ def _commit(
         "captures": [],
         "train_log": [],
         "_files": [],
+        "host_clocks": [],
     }
     extra: dict[str, list] = {}
     moves: list[tuple[Path, str, bool]] = []  # (source, destination rel, hard link?)
@@ -487,6 +488,7 @@ def _commit(
                     "dup_rows": w.dup_rows,
                 }
             )
+        new_tables["host_clocks"] += [{"run": run.name, **h} for h in run.meta.host_clocks]
         new_tables["runs"].append(
             {
                 "run": run.name,
