@@ -13,9 +13,8 @@
 -- Its NCCL communicator (`nccl_comm`, NCCL's commId, for the declared rings and trees): the source's
 -- own hash when an NCCL log prints it (NCCL's plugins; the Inspector prints its first 14 hex digits),
 -- else the first communicator of the same size that the same process set up (PyTorch's default
--- process group is the first). Its step: the source's own (ProfilerStep#N), else the training log's:
--- step k is the time after Batch row k−1 (0-based, in time order) up to Batch row k; a collective
--- before the second Batch row gets none.
+-- process group is the first). Its step: the source's own (ProfilerStep#N), else the training log's
+-- (train_steps: after Batch row k−1 up to row k); a collective before the second Batch row gets none.
 -- An instance is one collective on all its ranks: (run, source, comm, seq) — every rank issues a
 -- communicator's collectives in the same order, and each source numbers them from its first record.
 --
@@ -52,16 +51,6 @@ comms AS (
     JOIN nccl_ranks AS r ON r.run = c.run
     GROUP BY c.run, c.file, c.comm
 ),
-steps AS (
-    SELECT run, step, start_ns, end_ns
-    FROM (
-        SELECT run, row_number() OVER (PARTITION BY run ORDER BY ts_ns, id) - 1 AS step,
-               lag(ts_ns) OVER (PARTITION BY run ORDER BY ts_ns, id) AS start_ns, ts_ns AS end_ns
-        FROM train_log
-        WHERE type = 'Batch'
-    )
-    WHERE start_ns IS NOT NULL
-),
 placed AS (
     SELECT c.*,
            coalesce(c.worker, bp.worker, br.worker, bc.worker) AS found_worker,
@@ -84,7 +73,7 @@ placed AS (
 stepped AS (
     SELECT p.run, p.file, p.line, p.comm, p.seq, any_value(s.step) AS log_step
     FROM placed AS p
-    JOIN steps AS s
+    JOIN train_steps AS s
         ON s.run = p.run AND coalesce(p.call_start_ns, p.start_ns) > s.start_ns
         AND coalesce(p.call_start_ns, p.start_ns) <= s.end_ns
     WHERE p.step IS NULL

@@ -48,21 +48,11 @@ profiled AS (
     JOIN files AS f ON f.run = s.run AND f.file = s.file
     WHERE f.worker IS NOT NULL AND coalesce(s.gpu_start_ns, s.start_ns) < coalesce(s.gpu_end_ns, s.end_ns)
 ),
-batches AS (
-    SELECT run, step, start_ns, end_ns
-    FROM (
-        SELECT run, row_number() OVER (PARTITION BY run ORDER BY ts_ns, id) - 1 AS step,
-               lag(ts_ns) OVER (PARTITION BY run ORDER BY ts_ns, id) AS start_ns, ts_ns AS end_ns
-        FROM train_log
-        WHERE type = 'Batch' AND (runs IS NULL OR list_contains(runs, run))
-    )
-    WHERE start_ns IS NOT NULL AND start_ns < end_ns
-),
 logged AS (  -- workers with collectives but no profiled steps
     SELECT b.run, w.worker, w.rank, b.step, NULL::VARCHAR AS file, 'train_log' AS timed_by,
            b.start_ns AS t0, b.end_ns AS t1
     FROM (SELECT run, worker, min(rank) AS rank FROM collective_calls WHERE worker IS NOT NULL GROUP BY ALL) AS w
-    JOIN batches AS b ON b.run = w.run
+    JOIN train_steps(runs := runs) AS b ON b.run = w.run
     WHERE NOT EXISTS (SELECT 1 FROM profiled AS p WHERE p.run = w.run AND p.worker = w.worker)
 ),
 steps AS (SELECT * FROM profiled UNION ALL SELECT * FROM logged),

@@ -70,6 +70,7 @@ VIEW_ROWS = {
     "throughput_ci": 2,
     "topology_check": 2 * 12,
     "train_duration": 2,
+    "train_steps": 29 + 3,  # 30 and 4 Batch rows in the sample runs; step 0 has no start
     "train_window": 2,
     "worker_pairs": 2 * 12,
 }

@@ -21,6 +21,7 @@ BUILDING_BLOCKS = (
     "packets_window",
     "run_bounds",
     "run_meta",
+    "train_steps",
     "train_window",
     "worker_pairs",
 )
