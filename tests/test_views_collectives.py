@@ -257,3 +257,24 @@ def test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock(tmp_path: Path) 
     assert clocks == [dict(zip(("host", "ip", "offset_ns", "rtt_ns"), h, strict=True)) for h in hosts]
     assert [round(r["spread_ns"] / 1e6, 1) for r in spreads] == [19.7, 20.0, 21.5]
     assert [r["ok"] for r in checks] == [True, True]  # each rank's bytes still follow its own start
+
+
+def test_the_timeline_figure_draws_a_step_of_collectives_above_the_link_load(con) -> None:
+    from tracecore import figures
+    from tracecore.figures import render
+
+    chart = figures.build(con, "collective_timeline", [MLP])
+    spec = chart.to_dict()
+    (block,) = spec["vconcat"]
+    spans, load = (part["data"]["values"] for part in block["vconcat"])
+    assert block["vconcat"][0]["title"] == f"{MLP} · step 5 · nccl_inspector"
+    assert {s["lane"] for s in spans} == {"rank 0 (W1)", "rank 1 (W2)", "W1→W2 wire", "W2→W1 wire"}
+    # step 5's two buckets on each rank and on each link, one after the other
+    assert sorted(s["what"] for s in spans if s["lane"] == "W2→W1 wire") == [
+        "all_reduce #11 (50.43 MB)",
+        "all_reduce #12 (50.35 MB)",
+    ]
+    assert {r["link"] for r in load} == {"W1→W2", "W2→W1"}
+    assert max(r["gbps"] for r in load) > 20
+    assert render.to_png(chart, scale=1)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert figures.get("collective_timeline").shown_when(con, [MLP])
