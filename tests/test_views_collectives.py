@@ -30,7 +30,7 @@ FRAMING = 64
 
 
 @pytest.fixture(scope="module")
-def con(tmp_path_factory: pytest.TempPathFactory):
+def gpu_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for folder in (PROFILERS, FOUR):
         if not folder.is_dir():
             pytest.fail(f"corpus missing: {folder} (the shared/ folder must sit beside the checkout)")
@@ -38,7 +38,12 @@ def con(tmp_path_factory: pytest.TempPathFactory):
     summary = ingest([PROFILERS, FOUR], out, jobs=1)
     assert not summary.failed
     assert not summary.problems, summary.problems
-    connection = open_catalog(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def con(gpu_data: Path):
+    connection = open_catalog(gpu_data)
     yield connection
     connection.close()
 
@@ -278,3 +283,11 @@ def test_the_timeline_figure_draws_a_step_of_collectives_above_the_link_load(con
     assert max(r["gbps"] for r in load) > 20
     assert render.to_png(chart, scale=1)[:8] == b"\x89PNG\r\n\x1a\n"
     assert figures.get("collective_timeline").shown_when(con, [MLP])
+
+
+def test_the_report_draws_the_timeline_for_runs_with_collectives(gpu_data: Path, tmp_path: Path) -> None:
+    from tracecore.report import write_report
+
+    page = write_report(gpu_data, tmp_path / "report", [CNN]).read_text(encoding="utf-8")
+    assert 'id="fig-collective_timeline"' in page
+    assert f"{CNN} · step 5 · nccl_profiler" in page

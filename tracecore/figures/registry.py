@@ -70,12 +70,18 @@ def _longest_run_ns(con: duckdb.DuckDBPyConnection, runs: Runs) -> int:
     )
 
 
+def _any_row(con: duckdb.DuckDBPyConnection, runs: Runs, sql: str) -> bool:
+    """Whether `sql` (a SELECT with a WHERE) finds a row of one of `runs` (None = all)."""
+    if runs is None:
+        return bool(con.execute(f"SELECT EXISTS ({sql})").fetchall()[0][0])
+    return bool(
+        con.execute(f"SELECT EXISTS ({sql} AND list_contains($runs, run))", {"runs": runs}).fetchall()[0][0]
+    )
+
+
 def has_rdma(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     """Whether any of `runs` (None = all) holds a RoCE packet: the report's RDMA section needs one."""
-    sql = "SELECT EXISTS (SELECT 1 FROM packets WHERE rdma_opcode IS NOT NULL"
-    if runs is None:
-        return bool(con.execute(sql + ")").fetchall()[0][0])
-    return bool(con.execute(sql + " AND list_contains($runs, run))", {"runs": runs}).fetchall()[0][0])
+    return _any_row(con, runs, "SELECT 1 FROM packets WHERE rdma_opcode IS NOT NULL")
 
 
 def link_util(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
@@ -153,10 +159,7 @@ ORDER BY run, step
 
 def has_collectives(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     """Whether any of `runs` (None = all) has a collective placed in time: the report's timeline needs one."""
-    sql = "SELECT EXISTS (SELECT 1 FROM collectives WHERE start_ns IS NOT NULL"
-    if runs is None:
-        return bool(con.execute(sql + ")").fetchall()[0][0])
-    return bool(con.execute(sql + " AND list_contains($runs, run))", {"runs": runs}).fetchall()[0][0])
+    return _any_row(con, runs, "SELECT 1 FROM collectives WHERE start_ns IS NOT NULL")
 
 
 def collective_timeline(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
