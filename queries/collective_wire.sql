@@ -85,17 +85,18 @@ conn_bytes AS (
     WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.ip_proto = 6 AND p.l4_payload_len > 0
     GROUP BY ALL
 ),
-data_conns AS (
-    SELECT *, count(*) OVER (PARTITION BY run, src_ip, dst_ip) AS n_conns
+data_conns AS (  -- one integer key per directed connection (the views group on it, not on 5 columns)
+    SELECT *, hash(run, src_ip, dst_ip, src_port, dst_port) AS conn,
+           count(*) OVER (PARTITION BY run, src_ip, dst_ip) AS n_conns
     FROM (SELECT *, max(payload) OVER (PARTITION BY run, src_ip, dst_ip) AS top FROM conn_bytes)
     WHERE payload >= min_conn_share * top
 ),
-stream AS (
-    SELECT c.run, c.src_ip, c.dst_ip, c.src_port, c.dst_port, p.ts_ns, p.frame_len, p.l4_payload_len AS len,
-           sum(p.l4_payload_len) OVER (
-               PARTITION BY c.run, c.src_ip, c.dst_ip, c.src_port, c.dst_port
-               ORDER BY p.ts_ns, p.l4_payload_len, p.frame_len ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-           ) - p.l4_payload_len AS cum
+stream AS MATERIALIZED (
+    SELECT c.run, c.conn, p.ts_ns, p.frame_len, p.l4_payload_len AS len,
+           (sum(p.l4_payload_len) OVER (
+               PARTITION BY c.conn ORDER BY p.ts_ns, p.l4_payload_len, p.frame_len
+               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+           ) - p.l4_payload_len)::BIGINT AS cum, p.l4_payload_len // 2 AS half
     FROM packets AS p
     JOIN data_conns AS c
         ON c.run = p.run AND c.src_ip = p.src_ip AND c.dst_ip = p.dst_ip AND c.src_port = p.src_port
@@ -103,33 +104,28 @@ stream AS (
     WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.ip_proto = 6 AND p.l4_payload_len > 0
 ),
 first_at AS (  -- the payload offset of each instant of a connection: one row per timestamp
-    SELECT run, src_ip, dst_ip, src_port, dst_port, ts_ns, min(cum) AS cum FROM stream GROUP BY ALL
+    SELECT conn, ts_ns, min(cum) AS cum FROM stream GROUP BY conn, ts_ns
 ),
 on_conn AS (  -- each collective on each data connection of its link, in issue order per source
-    SELECT l.*, c.src_port, c.dst_port, c.n_conns, c.payload AS conn_payload,
+    SELECT l.*, c.conn, c.n_conns, c.payload AS conn_payload,
            l.predicted_bytes / c.n_conns + 64 AS p, l.instance_start_ns - l.err AS anchor_ns,
-           row_number() OVER (
-               PARTITION BY l.run, l.source, l.src_ip, l.dst_ip, c.src_port, c.dst_port
-               ORDER BY l.start_ns, l.comm, l.seq
-           ) AS i
+           row_number() OVER (PARTITION BY l.source, c.conn ORDER BY l.start_ns, l.comm, l.seq) AS i
     FROM links AS l
     JOIN data_conns AS c ON c.run = l.run AND c.src_ip = l.src_ip AND c.dst_ip = l.dst_ip
 ),
 anchored AS (
-    SELECT o.*, coalesce(f.cum, o.conn_payload) AS a
+    SELECT o.*, coalesce(f.cum, o.conn_payload)::BIGINT AS a
     FROM on_conn AS o
-    ASOF LEFT JOIN first_at AS f
-        ON f.run = o.run AND f.src_ip = o.src_ip AND f.dst_ip = o.dst_ip AND f.src_port = o.src_port
-        AND f.dst_port = o.dst_port AND o.anchor_ns <= f.ts_ns
+    ASOF LEFT JOIN first_at AS f ON f.conn = o.conn AND o.anchor_ns <= f.ts_ns
 ),
 prefixed AS (
     SELECT *,
-           coalesce(sum(p) OVER (PARTITION BY run, source, src_ip, dst_ip, src_port, dst_port ORDER BY i
+           coalesce(sum(p) OVER (PARTITION BY source, conn ORDER BY i
                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
     FROM anchored
 ),
 ranged AS (
-    SELECT *, before + max(a - before) OVER (PARTITION BY run, source, src_ip, dst_ip, src_port, dst_port ORDER BY i
+    SELECT *, before + max(a - before) OVER (PARTITION BY source, conn ORDER BY i
                                              ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS b
     FROM prefixed
 ),
@@ -137,15 +133,13 @@ started AS (  -- an anchor just short of the chained start is the true start (pr
     SELECT *,
            CASE
                WHEN a >= b - (4096 + p / 1000)
-                    AND a > coalesce(lag(a) OVER (PARTITION BY run, source, src_ip, dst_ip, src_port, dst_port
-                                                  ORDER BY i), -1)
+                    AND a > coalesce(lag(a) OVER (PARTITION BY source, conn ORDER BY i), -1)
                THEN a ELSE b
            END AS s
     FROM ranged
 ),
-bounded AS (
-    SELECT *, least(b + p, coalesce(lead(s) OVER (PARTITION BY run, source, src_ip, dst_ip, src_port, dst_port
-                                                  ORDER BY i), b + p)) AS e
+bounded AS MATERIALIZED (
+    SELECT *, least(b + p, coalesce(lead(s) OVER (PARTITION BY source, conn ORDER BY i), b + p)) AS e
     FROM started
 ),
 sources AS (SELECT DISTINCT run, source FROM bounded),
@@ -153,9 +147,8 @@ assigned AS (
     SELECT r.run, r.source, r.comm, r.seq, r.src_ip, r.dst_ip, s.ts_ns, s.frame_len, s.len
     FROM (SELECT s.*, x.source FROM stream AS s JOIN sources AS x ON x.run = s.run) AS s
     ASOF JOIN (SELECT * FROM bounded WHERE e > s) AS r  -- empty ranges would tie with the next
-        ON r.run = s.run AND r.source = s.source AND r.src_ip = s.src_ip AND r.dst_ip = s.dst_ip
-        AND r.src_port = s.src_port AND r.dst_port = s.dst_port AND r.s <= s.cum + s.len / 2
-    WHERE s.cum + s.len / 2 < r.e AND (r.instance_ranks < r.n_ranks OR s.ts_ns <= r.instance_end_ns + r.err)
+        ON r.conn = s.conn AND r.source = s.source AND r.s <= s.cum + s.half
+    WHERE s.cum + s.half < r.e AND (r.instance_ranks < r.n_ranks OR s.ts_ns <= r.instance_end_ns + r.err)
 ),
 gaps AS (
     SELECT *, ts_ns - lag(ts_ns) OVER (PARTITION BY run, source, comm, seq, src_ip, dst_ip ORDER BY ts_ns) AS gap
@@ -172,7 +165,7 @@ windowed AS (
     SELECT l.run, l.source, l.comm, l.seq, l.src_ip, l.dst_ip, count(s.ts_ns) AS window_frames,
            coalesce(sum(s.len), 0)::BIGINT AS window_bytes
     FROM (SELECT DISTINCT run, source, comm, seq, src_ip, dst_ip, instance_start_ns, instance_end_ns FROM links) AS l
-    LEFT JOIN stream AS s
+    LEFT JOIN (SELECT s.*, c.src_ip, c.dst_ip FROM stream AS s JOIN data_conns AS c USING (conn)) AS s
         ON s.run = l.run AND s.src_ip = l.src_ip AND s.dst_ip = l.dst_ip
         AND s.ts_ns BETWEEN l.instance_start_ns AND l.instance_end_ns
     GROUP BY ALL
