@@ -1,5 +1,7 @@
--- Each recorded collective on each directed worker link: the bytes it put on the wire, by the order of
--- each connection's byte stream, beside what its algorithm predicts and what the GPU side measured.
+-- Each recorded collective on each directed worker link: its bytes on the wire, prediction and speed.
+--
+-- The bytes are found by the order of each connection's byte stream, and set beside what the
+-- collective's algorithm predicts and what the GPU side measured.
 -- Kind: answer
 -- Partition: run
 --

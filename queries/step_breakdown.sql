@@ -1,5 +1,7 @@
--- Per training step and worker: compute, communication, the communication compute did not hide, and
--- how busy the worker's busiest outgoing link was.
+-- Per training step and worker: compute, communication, exposed communication, busiest link's share.
+--
+-- Exposed communication is the communication no compute hid; the link share is how busy the worker's
+-- busiest outgoing link was in the step.
 -- Kind: answer
 -- Partition: run
 --

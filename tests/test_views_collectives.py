@@ -291,3 +291,31 @@ def test_the_report_draws_the_timeline_for_runs_with_collectives(gpu_data: Path,
     page = write_report(gpu_data, tmp_path / "report", [CNN]).read_text(encoding="utf-8")
     assert 'id="fig-collective_timeline"' in page
     assert f"{CNN} · step 5 · nccl_profiler" in page
+
+
+def test_ingest_reports_bad_records_with_their_file_and_line(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / CNN
+    shutil.copytree(PROFILERS / CNN, run, ignore=shutil.ignore_patterns("nccl-profiler-example_*"))
+    lines = (run / "kineto-rank1.json").read_text().split("\n")
+    at = next(i for i, line in enumerate(lines) if '"name": "record_param_comms"' in line)
+    lines[at + 1] = lines[at + 1].replace('"ts": ', '"ts": ,')
+    (run / "kineto-rank1.json").write_text("\n".join(lines))
+    (run / "nccl-inspector").mkdir()
+    good = (PROFILERS / MLP / "nccl-inspector" / "vm-pid974.log").read_text().splitlines()[0]
+    (run / "nccl-inspector" / "vm-pid1.log").write_text(good + '\n{"header": {"rank": \n')
+    summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
+    assert summary.runs == [CNN]  # ingested, with the two files' bad lines reported
+    problems = {Path(path).name: why for path, why in summary.problems}
+    assert problems["kineto-rank1.json"].startswith(f"1 unparseable line(s); first: line {at}: ")
+    assert problems["vm-pid1.log"].startswith("1 unparseable line(s); first: line 2: ")
+    con = open_catalog(tmp_path / "data")
+    try:
+        files = rows(con, "SELECT file, count(*) AS n FROM collectives GROUP BY file ORDER BY file")
+    finally:
+        con.close()
+    # the good data stays: rank 1's first call survives through its nccl:all_reduce annotation
+    assert files == [
+        {"file": "kineto-rank0.json", "n": 3},
+        {"file": "kineto-rank1.json", "n": 3},
+        {"file": "nccl-inspector/vm-pid1.log", "n": 1},
+    ]

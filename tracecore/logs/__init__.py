@@ -78,7 +78,7 @@ def parsers() -> tuple[LogParser, ...]:
 def detect_parser(path: Path, nested: bool = False) -> LogParser | None:
     """The first parser in `PARSER_MODULES` order that recognises the file (read through gzip when
     compressed), or None; `nested`: the file is in a subfolder, where only event sources are read."""
-    from tracecore.logs._chrome import read_head
+    from tracecore.logs._text import read_head
 
     head = read_head(path, HEAD_BYTES)
     if not head or "\x00" in head:

@@ -21,30 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tracecore.logs._common import BadLines
+from tracecore.logs._text import open_text
 
 CHUNK = 1 << 20  # characters kept before the window moves on
 READ = 1 << 16  # characters read at a time (a damaged gzip stream loses at most the piece being read)
 MAX_RECORD = 1 << 20  # the longest record (or top-level value) decoded; longer ones are bad lines
 MAX_META_KEYS = 64  # top-level values kept beside the events
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def open_text(path: Path) -> io.TextIOBase:
-    """The file as text, through gzip when its first bytes say so; undecodable bytes become U+FFFD."""
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    if magic == GZIP_MAGIC:
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="")
-    return open(path, encoding="utf-8", errors="replace", newline="")
-
-
-def read_head(path: Path, size: int) -> str:
-    """The first `size` characters of the (possibly gzip-compressed) file; '' when unreadable."""
-    try:
-        with open_text(path) as fh:
-            return fh.read(size)
-    except (OSError, EOFError, zlib.error):
-        return ""
 
 
 class TraceRecords:
