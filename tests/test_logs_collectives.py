@@ -313,3 +313,16 @@ def test_horovod_timeline_fused_tensors_are_one_collective() -> None:
     )
     start_us = 1795332680644387
     assert (row["start_ns"], row["end_ns"]) == ((start_us + 1141) * 1000, (start_us + 2310) * 1000)
+
+
+def test_untrusted_names_and_numbers_are_bounded(tmp_path: Path) -> None:
+    record = json.loads(corpus(MLP / "nccl-inspector" / "vm-pid974.log").read_text().splitlines()[3])
+    record["metadata"]["hostname"] = "h" * 10_000
+    record["header"]["rank"] = 2**40  # outside the int32 column: stored as NULL, not wrapped
+    record["coll_perf"]["coll"] = "Weird" * 100
+    path = tmp_path / "vm-pid1.log"
+    path.write_text(json.dumps(record) + "\n")
+    parsed = nccl_inspector.parse(path)
+    assert parsed.bad_lines == 0
+    (row,) = rows(parsed.table)
+    assert (len(row["host"]), row["rank"], len(row["op"]), len(row["source_op"])) == (255, None, 64, 64)

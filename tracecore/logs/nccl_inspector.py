@@ -71,7 +71,7 @@ def _row(record: dict) -> dict | None:
     call_start, call_stop = _us(trace.get("coll_start_ts")), _us(trace.get("coll_stop_ts"))
     size = int_or_none(perf.get("coll_msg_size_bytes"))
     return {
-        "host": meta.get("hostname") if isinstance(meta.get("hostname"), str) else None,
+        "host": meta["hostname"][:255] if isinstance(meta.get("hostname"), str) else None,
         "pid": int_or_none(meta.get("pid")),
         "rank": int_or_none(header.get("rank")),
         "comm": str(header["id"])[:64] if "id" in header else None,
@@ -80,8 +80,8 @@ def _row(record: dict) -> dict | None:
         "source_op": str(perf.get("coll"))[:64],
         "source_seq": int_or_none(perf.get("coll_sn")),
         "bytes": size if size is not None and size >= 0 else None,
-        "algorithm": perf.get("coll_algo") if isinstance(perf.get("coll_algo"), str) else None,
-        "protocol": perf.get("coll_proto") if isinstance(perf.get("coll_proto"), str) else None,
+        "algorithm": perf["coll_algo"][:32] if isinstance(perf.get("coll_algo"), str) else None,
+        "protocol": perf["coll_proto"][:32] if isinstance(perf.get("coll_proto"), str) else None,
         "n_channels": len(kernels) or None,
         "start_ns": min(starts) if on_gpu else call_start,
         "end_ns": max(stops) if on_gpu else call_stop,

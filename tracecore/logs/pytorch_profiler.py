@@ -244,7 +244,7 @@ def parse(path: Path) -> ParsedLog:
     rows = _assemble(trace, info)
     rank = int_or_none(info.get("rank"))
     backend = str(info["backend"]).lower()[:32] if isinstance(info.get("backend"), str) else None
-    host = meta.get("host_name") if isinstance(meta.get("host_name"), str) else None
+    host = meta["host_name"][:255] if isinstance(meta.get("host_name"), str) else None
     name = Path(path).name
 
     def unix(t: int | None) -> int | None:
