@@ -21,8 +21,9 @@ from tracecore.figures import render
 from tracecore.report import write_report
 
 runner = CliRunner()
-# the figures a report of runs without RDMA traffic draws: all but rdma_ops (its `shown_when`)
-TCP_FIGURES = [name for name in figures.figure_names() if name != "rdma_ops"]
+# the figures a report of TCP runs without profiler traces draws: all but rdma_ops and
+# collective_timeline (each has a `shown_when`)
+TCP_FIGURES = [name for name in figures.figure_names() if figures.get(name).shown_when is None]
 
 
 def chromium(page: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -64,7 +65,7 @@ def test_report_is_one_self_contained_file(report) -> None:
     assert "<script src" not in page
     assert "<link" not in page
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
-    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 1
+    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 2
     for name in TCP_FIGURES:
         assert f'id="fig-{name}"' in page
     # no RDMA section: the sample runs are TCP
@@ -161,7 +162,7 @@ def test_report_of_rdma_runs_has_an_rdma_section_drawn_offline(tmp_path) -> None
 
     page = write_report(rdma_dataset(), tmp_path / "report", [NCCL_RUN, CRAFTED_RUN])
     text = page.read_text(encoding="utf-8")
-    assert text.count('class="chart"') == len(figures.figure_names())
+    assert text.count('class="chart"') == len(TCP_FIGURES) + 1  # rdma_ops; these runs have no traces
     assert '<a href="#rdma_ops">RDMA operation mix per queue-pair flow (RoCE runs)</a>' not in text
     assert '<a href="#rdma_ops">rdma_ops</a>' in text
     table = text.split('id="table-rdma_flows"', 1)[1].split("</section>", 1)[0]
@@ -173,7 +174,7 @@ def test_report_of_rdma_runs_has_an_rdma_section_drawn_offline(tmp_path) -> None
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert console_messages(dom.stderr) == []
     body = re.search(r"<body[^>]*>\s*<header>", dom.stdout).group(0)
-    assert f'data-charts-drawn="{len(figures.figure_names())}"' in body
+    assert f'data-charts-drawn="{len(TCP_FIGURES) + 1}"' in body
     assert 'data-charts-failed=""' in body
     chart = dom.stdout.split('id="fig-rdma_ops"', 1)[1].split("</section>", 1)[0]
     assert "<svg" in chart

@@ -39,6 +39,14 @@ VIEW_ROWS = {
     "accuracy_vs_data": 34,
     "burstiness": 96,
     "bytes_sent": 2 * 4,
+    # the sample runs have no profiler traces (tests/test_views_collectives.py has runs that do)
+    "collective_calls": 0,
+    "collective_clock_check": 0,
+    "collective_coverage": 0,
+    "collective_links": 0,
+    "collective_rank_workers": 2 * 4,  # the sample captures are named worker-<i>-…
+    "collective_stragglers": 0,
+    "collective_wire": 0,
     "congestion": 12 * (661 + 419),  # link_util's rows, with zero marks: the sample runs are TCP
     "data_per_step": 2,
     "flow_counts": 2 * 5,  # 4tuple, 5tuple, connection, hostpair, qp
@@ -57,10 +65,12 @@ VIEW_ROWS = {
     "run_bounds": 2,
     "run_meta": 2,
     "run_summary": 2,
+    "step_breakdown": 0,
     "temporal_flows": 76,
     "throughput_ci": 2,
     "topology_check": 2 * 12,
     "train_duration": 2,
+    "train_steps": 29 + 3,  # 30 and 4 Batch rows in the sample runs; step 0 has no start
     "train_window": 2,
     "worker_pairs": 2 * 12,
 }

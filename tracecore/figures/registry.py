@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tracecore.figures import confidence, timeseries, traffic, training
-from tracecore.query import run_view
+from tracecore.figures import collectives, confidence, timeseries, traffic, training
+from tracecore.query import run_sql, run_view
 
 if TYPE_CHECKING:
     import altair as alt
@@ -70,12 +70,18 @@ def _longest_run_ns(con: duckdb.DuckDBPyConnection, runs: Runs) -> int:
     )
 
 
+def _any_row(con: duckdb.DuckDBPyConnection, runs: Runs, sql: str) -> bool:
+    """Whether `sql` (a SELECT with a WHERE) finds a row of one of `runs` (None = all)."""
+    if runs is None:
+        return bool(con.execute(f"SELECT EXISTS ({sql})").fetchall()[0][0])
+    return bool(
+        con.execute(f"SELECT EXISTS ({sql} AND list_contains($runs, run))", {"runs": runs}).fetchall()[0][0]
+    )
+
+
 def has_rdma(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     """Whether any of `runs` (None = all) holds a RoCE packet: the report's RDMA section needs one."""
-    sql = "SELECT EXISTS (SELECT 1 FROM packets WHERE rdma_opcode IS NOT NULL"
-    if runs is None:
-        return bool(con.execute(sql + ")").fetchall()[0][0])
-    return bool(con.execute(sql + " AND list_contains($runs, run))", {"runs": runs}).fetchall()[0][0])
+    return _any_row(con, runs, "SELECT 1 FROM packets WHERE rdma_opcode IS NOT NULL")
 
 
 def link_util(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
@@ -138,6 +144,103 @@ def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLeve
     return timeseries.batch_size_effect_chart(table)
 
 
+# which source draws a run's collectives when several recorded them: NCCL's own first
+SOURCE_ORDER = ("nccl_profiler", "nccl_inspector", "pytorch_profiler", "horovod_timeline")
+STEP_SPANS = """
+SELECT run, step, min(coalesce(gpu_start_ns, start_ns)) AS t0, max(coalesce(gpu_end_ns, end_ns)) AS t1
+FROM profiler_steps WHERE $runs IS NULL OR list_contains($runs, run) GROUP BY run, step
+UNION ALL
+SELECT run, step, start_ns, end_ns FROM train_steps
+WHERE ($runs IS NULL OR list_contains($runs, run)) AND run NOT IN (SELECT run FROM profiler_steps)
+    AND run IN (SELECT run FROM collectives WHERE start_ns IS NOT NULL)
+ORDER BY run, step
+"""
+
+
+def has_collectives(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
+    """Whether any of `runs` (None = all) has a collective placed in time: the report's timeline needs one."""
+    return _any_row(con, runs, "SELECT 1 FROM collectives WHERE start_ns IS NOT NULL")
+
+
+def collective_timeline(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    """Each run's middle step (profiled, else logged): its collectives per rank from one source
+    (SOURCE_ORDER), the frames each put on each link, and the links' load in ~150 bins."""
+    spans = run_sql(con, STEP_SPANS, {"runs": runs}).to_pylist()
+    by_run: dict[str, list[dict]] = {}
+    for span in spans:
+        by_run.setdefault(span["run"], []).append(span)
+    blocks = []
+    for run, steps in by_run.items():
+        block = _timeline_block(con, run, steps[len(steps) // 2])
+        if block is not None:
+            blocks.append(block)
+    return collectives.timeline_chart(blocks)
+
+
+def _timeline_block(con: duckdb.DuckDBPyConnection, run: str, step: dict) -> dict | None:
+    t0, t1 = step["t0"], step["t1"]
+    calls = [
+        c
+        for c in run_view(con, "collective_calls", runs=[run]).to_pylist()
+        if c["start_ns"] is not None and c["start_ns"] < t1 and c["end_ns"] > t0
+    ]
+    source = next((s for s in SOURCE_ORDER if any(c["source"] == s for c in calls)), None)
+    if source is None:
+        return None
+    calls = [c for c in calls if c["source"] == source]
+    seqs = {(c["comm"], c["seq"]) for c in calls}
+
+    def ms(t: int) -> float:
+        return round((min(max(t, t0), t1) - t0) / 1e6, 4)
+
+    def what(op: str, seq: int, size: int | None) -> str:
+        return f"{op} #{seq}" + (f" ({size / 1e6:.2f} MB)" if size else "")
+
+    rows = [
+        {
+            "lane": f"rank {c['rank']} ({c['worker'] or '?'})",
+            "kind": "collective",
+            "t0_ms": ms(c["start_ns"]),
+            "t1_ms": ms(c["end_ns"]),
+            "op": c["op"],
+            "what": what(c["op"], c["seq"], c["bytes"]),
+            "tip": f"{c['time_source']}: {(c['end_ns'] - c['start_ns']) / 1e6:.3f} ms",
+        }
+        for c in calls
+    ]
+    for w in run_view(con, "collective_wire", runs=[run]).to_pylist():
+        if w["source"] == source and (w["comm"], w["seq"]) in seqs and w["frames"]:
+            rows.append(
+                {
+                    "lane": f"{w['src_worker']}→{w['dst_worker']} wire",
+                    "kind": "wire",
+                    "t0_ms": ms(w["first_byte_ns"]),
+                    "t1_ms": ms(w["last_byte_ns"]),
+                    "op": w["op"],
+                    "what": what(w["op"], w["seq"], w["message_bytes"]),
+                    "tip": f"{w['bytes']:,} B in {w['frames']} frames, {w['gbps'] or 0:.2f} Gbit/s busy",
+                }
+            )
+    start = run_view(con, "run_bounds", runs=[run]).column("start_ns")[0].as_py()
+    bin_ns = nice_bin_ns(t1 - t0, 150, 100_000)
+    util = run_view(
+        con,
+        "link_util",
+        runs=[run],
+        params={"bin_ns": bin_ns, "from_ns": max(0, t0 - start), "to_ns": t1 - start},
+    )
+    load = [
+        {
+            "link": f"{u['src_worker']}→{u['dst_worker']}",
+            "t_ms": round((u["bin_start_ns"] - t0) / 1e6, 4),
+            "gbps": u["gbps"],
+        }
+        for u in util.to_pylist()
+    ]
+    title = f"{run} · step {step['step']} · {source}"
+    return {"title": title, "span_ms": (t1 - t0) / 1e6, "spans": rows, "load": load, "bin_ms": bin_ns / 1e6}
+
+
 FIGURES = [
     Figure(
         "bytes_sent",
@@ -198,6 +301,13 @@ FIGURES = [
         "",
         "Payload per rank per step vs 2(N−1)/N × gradient bytes",
         _of_view("data_per_step", training.data_per_step_chart),
+    ),
+    Figure(
+        "collective_timeline",
+        "",
+        "One step's collectives per rank above each link's load (profiler traces, NCCL plugins)",
+        collective_timeline,
+        shown_when=has_collectives,
     ),
     Figure(
         "rdma_ops",

@@ -391,6 +391,7 @@ def _commit(
         "captures": [],
         "train_log": [],
         "_files": [],
+        "host_clocks": [],
     }
     extra: dict[str, list] = {}
     moves: list[tuple[Path, str, bool]] = []  # (source, destination rel, hard link?)
@@ -490,6 +491,7 @@ def _commit(
                     "dup_rows": w.dup_rows,
                 }
             )
+        new_tables["host_clocks"] += [{"run": run.name, **h} for h in run.meta.host_clocks]
         new_tables["runs"].append(
             {
                 "run": run.name,
@@ -547,10 +549,11 @@ def _parse_logs(
         stem = worker_stem(key)
         if stem is not None:
             by_stem.setdefault(stem, []).append(label)
-    for path in run.logs:
-        parser = detect_parser(path)
+    offered = [(path, False) for path in run.logs] + [(path, True) for path in run.nested_logs]
+    for path, nested in offered:
+        parser = detect_parser(path, nested=nested)
         if parser is None:
-            if path.suffix.lower() in (".log", ".csv"):
+            if path.suffix.lower() in (".log", ".csv") and not nested:
                 summary.warnings.append(f"{path}: not a log format tracecore knows; skipped")
             continue
         try:
@@ -565,10 +568,14 @@ def _parse_logs(
         stem = worker_stem(path.name)
         owners = by_stem.get(stem, []) if stem is not None else []
         worker = owners[0] if len(owners) == 1 else None
+        relative = f"{path.parent.name}/{path.name}" if nested else None
         for name, table in ((parser.table, parsed.table), *parsed.more.items()):
             if "worker" in table.column_names:
                 at = table.column_names.index("worker")
                 table = table.set_column(at, "worker", pa.array([worker] * table.num_rows, pa.string()))
+            if relative is not None and "file" in table.column_names:  # the file's place in its run
+                at = table.column_names.index("file")
+                table = table.set_column(at, "file", pa.array([relative] * table.num_rows, pa.string()))
             table = table.add_column(0, "run", pa.array([run.name] * table.num_rows, pa.string()))
             if name in tables:
                 tables[name] += table.to_pylist()
