@@ -12,6 +12,7 @@ have nft      || need+=(nftables)
 have ip       || need+=(iproute2)
 have ethtool  || need+=(ethtool)
 have ping     || need+=(iputils-ping)
+{ have ps && have sysctl; } || need+=(procps)  # the ssh runner's probe and cleanup (ps), the testbed (sysctl); not in minimal images
 [ -x /usr/bin/time ] || need+=(time)   # GNU time: peak RSS in bench/peers.py (bash's `time` is a keyword)
 have zstd     || need+=(zstd)
 have xz       || need+=(xz-utils)

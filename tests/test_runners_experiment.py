@@ -103,3 +103,10 @@ def test_bad_axis_values(tmp_path: Path) -> None:
         with pytest.raises(ExperimentError) as err:
             load_experiment(path)
         assert str(err.value) == f"{path}: {message}"
+
+
+def test_the_default_loss_method_is_nftables_the_tested_one(tmp_path: Path) -> None:
+    """netem never ran on the project's machines (no sch_netem): a file that names no method gets the
+    nftables rule the tests run, and `auto` or `netem` only when it asks (runners/loss.py)."""
+    assert load_experiment(_write(tmp_path, BASE)).loss_method == "nftables"
+    assert load_experiment(_write(tmp_path, '[loss]\nmethod = "auto"\n' + BASE)).loss_method == "auto"
