@@ -13,7 +13,7 @@ import typer
 
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
-from tracecore.cli.options import Dataset, FormatOpt, Limit, Out, Runs, Scheduler
+from tracecore.cli.options import Bin, Dataset, FormatOpt, From, Limit, Out, Runs, Scheduler, To
 from tracecore.cli.output import Format, emit
 from tracecore.errors import UsageError
 
@@ -28,24 +28,9 @@ def register(app: typer.Typer) -> None:
 def query(
     name: Annotated[str | None, typer.Argument(help="View name (see --list).", show_default=False)] = None,
     run: Runs = None,
-    bin_: Annotated[
-        str | None,
-        typer.Option(
-            "--bin", help="Bin or window width, e.g. 10ms, 100us, 1s (bare number: s).", show_default=VIEWS
-        ),
-    ] = None,
-    from_: Annotated[
-        str | None,
-        typer.Option(
-            "--from", help="Window start after the run's first packet, e.g. 90s.", show_default="run start"
-        ),
-    ] = None,
-    to: Annotated[
-        str | None,
-        typer.Option(
-            "--to", help="Window end after the run's first packet, e.g. 120s.", show_default="run end"
-        ),
-    ] = None,
+    bin_: Bin = None,
+    from_: From = None,
+    to: To = None,
     param: Annotated[
         list[str] | None,
         typer.Option(
