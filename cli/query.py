@@ -7,7 +7,7 @@ Thin: parse options, call `tracecore.query`, print through `cli.output`. `--run`
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,7 +17,11 @@ from tracecore.cli.options import Bin, Dataset, FormatOpt, From, Limit, Out, Run
 from tracecore.cli.output import Format, emit
 from tracecore.errors import UsageError
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 VIEWS = "the view's own (see --describe)"
+STARTS_BUSY = ("link_util", "congestion")  # zero-filled per-link bins: the table starts at the first busy one
 
 
 def register(app: typer.Typer) -> None:
@@ -89,4 +93,34 @@ def query(
         return
     check_destination(fmt, out, limit)
     params = request_params(name, param or [], bin_, from_, to)  # an unknown view fails before the dataset
-    emit(query_dataset(data, name, runs=run, params=params, scheduler=scheduler), fmt, out, limit)
+    table = query_dataset(data, name, runs=run, params=params, scheduler=scheduler)
+    if fmt is Format.table and name in STARTS_BUSY and from_ is None and "from_ns" not in params:
+        table, skipped = skip_idle_start(table)
+        if skipped:
+            typer.echo(
+                f"{skipped} empty bins before each link's first busy one left out (--from 0s shows them)",
+                err=True,
+            )
+    emit(table, fmt, out, limit)
+
+
+def skip_idle_start(table: pa.Table) -> tuple[pa.Table, int]:
+    """`table` (rows ordered by run and link, then time) without each link's bins before its first
+    with bytes: the set-up seconds would fill the screen with zeros. Returns the rows left out."""
+    import numpy as np
+    import pyarrow as pa
+
+    if table.num_rows == 0:
+        return table, 0
+    keys = [c for c in ("run", "src_worker", "dst_worker") if c in table.column_names]
+    series = list(zip(*(table.column(k).to_pylist() for k in keys), strict=True))
+    busy = np.asarray(table.column("bytes").to_numpy(zero_copy_only=False)) > 0
+    keep = np.zeros(table.num_rows, dtype=bool)
+    start = 0
+    for i in range(1, table.num_rows + 1):
+        if i == table.num_rows or series[i] != series[start]:
+            first = np.flatnonzero(busy[start:i])
+            if first.size:
+                keep[start + first[0] : i] = True
+            start = i
+    return table.filter(pa.array(keep)), int((~keep).sum())
