@@ -92,36 +92,46 @@ def to_html(chart: alt.TopLevelMixin) -> str:
 
 
 def data_rows(vl_spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows a chart draws: its main inline dataset, the one with the most rows (with those of the
-    same columns in other panels appended), exactly as the chart holds them."""
-    found: list[list[dict[str, Any]]] = []
-    _datasets(vl_spec, found)
-    if not found:
-        return []
-    by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    seen: set[int] = set()
-    for values in found:
-        if id(values) in seen:
-            continue
-        seen.add(id(values))
+    """The rows a chart draws: its main inline dataset, the one with the most rows, with those of the
+    same columns in other panels appended (`data_paths`), exactly as the chart holds them."""
+    rows: list[dict[str, Any]] = []
+    for path in data_paths(vl_spec):
+        node: Any = vl_spec
+        for key in path:
+            node = node[key]
+        rows.extend(node)
+    return rows
+
+
+def data_paths(vl_spec: dict[str, Any]) -> list[list[str | int]]:
+    """Where in the spec the rows of `data_rows` are: key paths to inline `values` lists (the report's
+    CSV download reads the same lists in the browser, so the page holds the data once)."""
+    found: list[tuple[list[str | int], list[dict[str, Any]]]] = []
+    _datasets(vl_spec, [], found)
+    groups: dict[tuple[str, ...], list[tuple[list[str | int], int]]] = {}
+    for path, values in found:
         key = tuple(sorted({k for row in values for k in row}))
-        by_columns.setdefault(key, []).extend(values)
-    return max(by_columns.values(), key=len)
+        groups.setdefault(key, []).append((path, len(values)))
+    if not groups:
+        return []
+    biggest = max(groups.values(), key=lambda paths: sum(n for _, n in paths))
+    return [path for path, _ in biggest]
 
 
-def _datasets(node: Any, found: list[list[dict[str, Any]]]) -> None:
+def _datasets(node: Any, path: list[str | int], found: list) -> None:
     if isinstance(node, dict):
-        values = node.get("values")
-        if isinstance(values, list) and values and isinstance(values[0], dict):
-            found.append(values)
         for key, value in node.items():
-            if key == "datasets" and isinstance(value, dict):
-                found.extend(v for v in value.values() if isinstance(v, list) and v)
-            elif key != "values":
-                _datasets(value, found)
+            if key == "values" and isinstance(value, list) and value and isinstance(value[0], dict):
+                found.append(([*path, key], value))
+            elif key == "datasets" and isinstance(value, dict):
+                found.extend(
+                    ([*path, key, name], v) for name, v in value.items() if isinstance(v, list) and v
+                )
+            else:
+                _datasets(value, [*path, key], found)
     elif isinstance(node, list):
-        for value in node:
-            _datasets(value, found)
+        for i, value in enumerate(node):
+            _datasets(value, [*path, i], found)
 
 
 def data_table(chart: alt.TopLevelMixin) -> Any:

@@ -29,7 +29,9 @@ from tracecore.figures.style import (
 TIME_TITLE = "Time since first packet [s]"
 _LINK = re.compile(r"^\s*(\S+?)\s*(?:→|->|>|-)\s*(\S+)\s*$")
 IDLE_SHARE = 0.05  # bins under 5 % of a run's busiest bin, before its first busy one, are set-up
-HEADER = alt.Header(labelAngle=0, labelAlign="left", labelAnchor="start", labelFontWeight="bold")
+HEADER = alt.Header(
+    labelAngle=0, labelAlign="left", labelAnchor="start", labelOrient="top", labelFontWeight="bold"
+)
 
 
 def parse_link(text: str) -> tuple[str, str]:
