@@ -284,3 +284,14 @@ def test_the_vega_bundle_is_kept_in_the_cache_while_its_checksum_holds(tmp_path,
     (tmp_path / "not-a-folder").write_text("")
     monkeypatch.setenv("TRACECORE_CACHE_DIR", str(tmp_path / "not-a-folder"))
     assert render.vega_bundle() == bundle  # a cache that cannot be written only costs time
+
+
+def test_report_command_shows_its_progress_in_a_terminal(tmp_path, sample_dataset) -> None:
+    from tests.test_cli_width import in_terminal
+
+    shown = in_terminal(["report", str(tmp_path / "r"), "--data", str(sample_dataset)], 120)
+    assert "report" in shown
+    assert "link_util" in shown  # the figure being made, on the progress line
+    assert shown.rstrip().endswith(str(tmp_path / "r" / "index.html"))
+    piped = runner.invoke(app, ["report", str(tmp_path / "p"), "--data", str(sample_dataset)])
+    assert piped.output.strip() == str(tmp_path / "p" / "index.html")  # not a terminal: just the path
