@@ -115,12 +115,12 @@ def skip_idle_start(table: pa.Table) -> tuple[pa.Table, int]:
     keys = [c for c in ("run", "src_worker", "dst_worker") if c in table.column_names]
     series = list(zip(*(table.column(k).to_pylist() for k in keys), strict=True))
     busy = np.asarray(table.column("bytes").to_numpy(zero_copy_only=False)) > 0
-    keep = np.zeros(table.num_rows, dtype=bool)
-    start = 0
+    parts, start = [], 0
     for i in range(1, table.num_rows + 1):
         if i == table.num_rows or series[i] != series[start]:
             first = np.flatnonzero(busy[start:i])
             if first.size:
-                keep[start + first[0] : i] = True
+                parts.append(table.slice(start + first[0], i - start - first[0]))
             start = i
-    return table.filter(pa.array(keep)), int((~keep).sum())
+    kept = pa.concat_tables(parts) if parts else table.slice(0, 0)  # slices: no pyarrow.compute import
+    return kept, table.num_rows - kept.num_rows

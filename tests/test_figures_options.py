@@ -189,3 +189,12 @@ def test_one_number_format() -> None:
         None: "—",
     }
     assert {v: style.number(v) for v in cases} == cases
+
+
+def test_notebook_figures_take_the_same_options(sample_dataset) -> None:
+    import tracecore
+
+    ds = tracecore.open(sample_dataset)
+    chart = ds.figure("link_util", [SAMPLE], top=2, layout="overlay", paper_refs=True).to_dict()
+    assert {r["link"] for r in chart["data"]["values"]} == {"W1→W4", "W2→W1"}
+    assert chart["title"]["text"].endswith("(Fig. 7)")

@@ -140,17 +140,29 @@ def write_report(
 def render_report(
     con: duckdb.DuckDBPyConnection, runs: list[str] | None, source: str = "", progress: Progress | None = None
 ) -> str:
-    """The whole page as a string."""
+    """The whole page as a string; figures reading the same view share one result (`shared_views`)."""
+    from tracecore.figures._views import shared_views
+    from tracecore.query import check_runs
+
+    runs = check_runs(con, runs)
+    with shared_views():
+        return _page(con, runs, source, progress)
+
+
+def _page(
+    con: duckdb.DuckDBPyConnection, runs: list[str] | None, source: str, progress: Progress | None
+) -> str:
     import vl_convert as vlc
 
     from tracecore import figures
     from tracecore.figures import render
+    from tracecore.figures._views import run_view
     from tracecore.figures.confidence import method_text
+    from tracecore.figures.options import FigureOptions
     from tracecore.figures.registry import has_rdma
     from tracecore.figures.style import short_runs
-    from tracecore.query import check_runs, run_view
+    from tracecore.views import view_params
 
-    runs = check_runs(con, runs)
     summary = run_view(con, "run_summary", runs=runs)
     names = summary.column("run").to_pylist()
     labels = short_runs(names)
@@ -193,7 +205,8 @@ def render_report(
         if progress:
             progress(done, total, view)
         done += 1
-        table = run_view(con, view, runs=runs)
+        params = FigureOptions().view_params([p.name for p in view_params(view)])  # as the figures ask
+        table = run_view(con, view, runs=runs, params=params)
         if "{method}" in caption:
             method = table.column("ci_method")[0].as_py() if table.num_rows else "t"
             caption = caption.format(method=method_text(method))

@@ -13,11 +13,11 @@ import altair as alt
 import pyarrow as pa
 
 from tracecore.figures._data import HEIGHT, WIDTH, byte_unit, empty_chart, inline, rows
+from tracecore.figures._views import run_view
 from tracecore.figures.options import FigureOptions, uses
 from tracecore.figures.registry import MS, Figure, Runs, longest_span_ns, nice_bin_ns
 from tracecore.figures.style import CATEGORICAL, runs_caption, short_runs, worker_key
 from tracecore.figures.timeseries import TIME_TITLE, trim_idle
-from tracecore.query import run_view
 
 if TYPE_CHECKING:
     import duckdb

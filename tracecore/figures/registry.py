@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from tracecore.figures import confidence, timeseries, traffic, training
+from tracecore.figures._views import run_view
 from tracecore.figures.options import FigureOptions, uses
 from tracecore.figures.style import short_runs
-from tracecore.query import run_view
 from tracecore.views import view_params
 
 if TYPE_CHECKING:
@@ -150,20 +150,15 @@ def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLeve
                 "to_ns": mid_ns + window_ns // 2,
             },
         )
-        mask = [
-            s == link["src_worker"] and d == link["dst_worker"]
-            for s, d in zip(util["src_worker"].to_pylist(), util["dst_worker"].to_pylist(), strict=True)
-        ]
-        util = util.filter(pa.array(mask, pa.bool_()))
+        # the link's rows as dicts: a mask and Table.filter, or new Arrow columns, would load pandas
+        # (seconds of a report)
         label = f"batch {meta[run]['batch_size']}" + (f" · {names[run]}" if len(names) > 1 else "")
-        util = util.append_column("label", pa.array([label] * util.num_rows, pa.string()))
-        parts.append(util.append_column("order", pa.array([order] * util.num_rows, pa.int64())))
-    table = (
-        pa.concat_tables(parts)
-        if parts
-        else pa.table({c: [] for c in ("label", "order", "src_worker", "dst_worker", "t_s", "gbps")})
-    )
-    return timeseries.batch_size_effect_chart(table)
+        parts.extend(
+            {**r, "label": label, "order": order}
+            for r in util.to_pylist()
+            if (r["src_worker"], r["dst_worker"]) == (link["src_worker"], link["dst_worker"])
+        )
+    return timeseries.batch_size_effect_chart(parts)
 
 
 FIGURES = [

@@ -78,7 +78,9 @@ def link_util_chart(
     for r in data:
         r["link"] = pair_label(r["src_worker"], r["dst_worker"])
         r["label"] = labels[r["run"]]
-        r["time"] = _utc(r.pop("bin_start_ns"))
+        ns = r.pop("bin_start_ns")
+        if clock == "utc":  # a date string per row costs time and page weight: only when drawn
+            r["time"] = _utc(ns)
     order = sorted({r["link"] for r in data}, key=lambda k: tuple(map(worker_key, k.split("→"))))
     senders = sorted({r["src_worker"] for r in data}, key=worker_key)
     x = (
@@ -94,9 +96,10 @@ def link_util_chart(
         "run:N",
         "link:N",
         alt.Tooltip("t_s:Q", format=".3f", title="t [s]"),
-        alt.Tooltip("time:T", format="%H:%M:%S.%L", title="UTC"),
         alt.Tooltip("gbps:Q", format=".4f", title="Gbit/s"),
     ]
+    if clock == "utc":
+        tooltip.insert(3, alt.Tooltip("time:T", format="%H:%M:%S.%L", title="UTC"))
     if several:
         color = alt.Color("label:N", title="Run", scale=alt.Scale(scheme=CATEGORICAL))
     elif layout == "by-source":
@@ -194,15 +197,19 @@ def trim_idle(data: list[dict], share: float = IDLE_SHARE) -> list[dict]:
     return [r for r in data if r["run"] in span and span[r["run"]][0] <= r["t_s"] <= span[r["run"]][1]]
 
 
-def batch_size_effect_chart(windows: pa.Table) -> alt.Chart | alt.FacetChart:
+def batch_size_effect_chart(windows: pa.Table | list[dict]) -> alt.Chart | alt.FacetChart:
     """Fig. 9: one link's 10 ms throughput in a short window, one panel per run (batch size).
 
-    `windows` is link_util rows of one link per run plus `label` (e.g. "batch 16") and `order`
-    (panel order, e.g. the batch size) columns; a `run` column, when present, goes in the tooltips.
+    `windows` is link_util rows (a table or dicts) of one link per run plus `label` (e.g. "batch 16")
+    and `order` (panel order, e.g. the batch size); a `run` column, when present, goes in the tooltips.
     """
     title = "Batch size effect: busiest link in a 250 ms window"
     columns = ["label", "order", "src_worker", "dst_worker", "t_s", "gbps"]
-    data = rows(windows, columns + (["run"] if "run" in as_arrow(windows).column_names else []))
+    if isinstance(windows, list):
+        names = set(windows[0]) if windows else set()
+    else:
+        names = set(as_arrow(windows).column_names)
+    data = rows(windows, columns + (["run"] if "run" in names else []))
     if not data:
         return empty_chart(title, "no worker-to-worker traffic in the selected runs")
     for r in data:
