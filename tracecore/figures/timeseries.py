@@ -114,7 +114,13 @@ def link_util_chart(
     if layout == "overlay" and not several and len(order) > len(CATEGORY_COLORS):
         receivers = sorted({r["dst_worker"] for r in data}, key=worker_key)
         encoding["strokeDash"] = alt.StrokeDash(
-            "dst_worker:N", title="Receiver", sort=receivers, scale=alt.Scale(range=list(DASHES))
+            "dst_worker:N",
+            title="Receiver",
+            sort=receivers,
+            scale=alt.Scale(range=list(DASHES)),
+            legend=alt.Legend(
+                symbolType="stroke", symbolStrokeColor="#333", symbolStrokeWidth=2, symbolSize=300
+            ),
         )
         encoding["detail"] = "link:N"
     line = alt.Chart().mark_line(strokeWidth=1.1, interpolate="step-after").encode(**encoding)
@@ -310,35 +316,35 @@ def burstiness_chart(burstiness: pa.Table) -> alt.Chart | alt.FacetChart:
         r["bin_ms"] = r.pop("bin_ns") / 1e6
     senders = sorted({r["src_worker"] for r in data}, key=worker_key)
     receivers = sorted({r["dst_worker"] for r in data}, key=worker_key)
-    chart = (
-        alt.Chart()
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("bin_ms:Q", title="Bin width [ms]", scale=alt.Scale(type="log")),
-            y=alt.Y("peak_to_mean:Q", title="Peak / mean load", scale=alt.Scale(type="log")),
-            color=alt.Color(
-                "src_worker:N", title="Sender", sort=senders, scale=worker_colors(_workers(data))
-            ),
-            strokeDash=alt.StrokeDash(
-                "dst_worker:N", title="Receiver", sort=receivers, scale=alt.Scale(range=list(DASHES))
-            ),
-            detail="link:N",
-            tooltip=[
-                "run:N",
-                "link:N",
-                "bin_ms:Q",
-                alt.Tooltip("peak_gbps:Q", format=".4f"),
-                alt.Tooltip("mean_gbps:Q", format=".4f"),
-                alt.Tooltip("peak_to_mean:Q", format=".1f"),
-            ],
-        )
-        .properties(width=WIDTH - 120, height=HEIGHT - 40)
+    base = alt.Chart().encode(
+        x=alt.X("bin_ms:Q", title="Bin width [ms]", scale=alt.Scale(type="log")),
+        y=alt.Y("peak_to_mean:Q", title="Peak / mean load", scale=alt.Scale(type="log")),
+        color=alt.Color("src_worker:N", title="Sender", sort=senders, scale=worker_colors(_workers(data))),
+        tooltip=[
+            "run:N",
+            "link:N",
+            "bin_ms:Q",
+            alt.Tooltip("peak_gbps:Q", format=".4f"),
+            alt.Tooltip("mean_gbps:Q", format=".4f"),
+            alt.Tooltip("peak_to_mean:Q", format=".1f"),
+        ],
+    )
+    dash = alt.StrokeDash(  # lines only: a point layer of its own keeps the dash legend drawn as dashes
+        "dst_worker:N",
+        title="Receiver",
+        sort=receivers,
+        scale=alt.Scale(range=list(DASHES)),
+        legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#333", symbolStrokeWidth=2),
+    )
+    lines = base.mark_line().encode(strokeDash=dash, detail="link:N")
+    chart = alt.layer(lines, base.mark_point(filled=True, size=28)).properties(
+        width=WIDTH - 120, height=HEIGHT - 40
     )
     return _by_run(chart, data, title)
 
 
 def _by_run(
-    chart: alt.Chart, data: list[dict], title: str, independent_y: bool = False
+    chart: alt.Chart | alt.LayerChart, data: list[dict], title: str, independent_y: bool = False
 ) -> alt.Chart | alt.FacetChart:
     """One panel per run when there are several (short labels above them); one run stays a plain
     chart with its full name under the title."""
