@@ -78,6 +78,6 @@ def empty_chart(title: str, message: str) -> alt.Chart:
     return (
         alt.Chart(inline([{"message": message}]))
         .mark_text(size=14, color="#555")
-        .encode(text="message:N")
+        .encode(text=alt.Text("message:N"))
         .properties(width=WIDTH, height=80, title=title)
     )

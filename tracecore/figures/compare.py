@@ -76,9 +76,9 @@ def flow_matrix_diff_chart(flow_matrix: pa.Table) -> alt.FacetChart | alt.Chart:
             scale=alt.Scale(scheme="redblue", domain=[-extent, extent], reverse=True),
         ),
         tooltip=[
-            "run:N",
-            "src_worker:N",
-            "dst_worker:N",
+            alt.Tooltip("run:N"),
+            alt.Tooltip("src_worker:N"),
+            alt.Tooltip("dst_worker:N"),
             alt.Tooltip("diff:Q", format="+.4g", title=f"difference [{unit}]"),
             alt.Tooltip("base:Q", format=".4g", title=f"first run [{unit}]"),
         ],
@@ -113,7 +113,11 @@ def throughput_overlay_chart(link_total: pa.Table) -> alt.Chart:
             x=alt.X("t_s:Q", title=TIME_TITLE, scale=alt.Scale(nice=False, zero=False)),
             y=alt.Y("gbps:Q", title=f"Throughput [Gbit/s] ({bin_ms:g} ms bins)"),
             color=alt.Color("label:N", title="Run", scale=alt.Scale(scheme=CATEGORICAL)),
-            tooltip=["run:N", alt.Tooltip("t_s:Q", format=".2f"), alt.Tooltip("gbps:Q", format=".4f")],
+            tooltip=[
+                alt.Tooltip("run:N"),
+                alt.Tooltip("t_s:Q", format=".2f"),
+                alt.Tooltip("gbps:Q", format=".4f"),
+            ],
         )
         .properties(
             width=WIDTH + 160, height=HEIGHT - 60, title=alt.Title(title, subtitle=runs_caption(labels))
@@ -138,8 +142,8 @@ def loss_over_time_chart(accuracy_vs_data: pa.Table) -> alt.Chart:
             y=alt.Y("loss:Q", title="Training loss", scale=alt.Scale(zero=False)),
             color=alt.Color("label:N", title="Run", scale=alt.Scale(scheme=CATEGORICAL)),
             tooltip=[
-                "run:N",
-                "step:Q",
+                alt.Tooltip("run:N"),
+                alt.Tooltip("step:Q"),
                 alt.Tooltip("t_s:Q", format=".2f"),
                 alt.Tooltip("loss:Q", format=".4f"),
             ],

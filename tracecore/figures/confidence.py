@@ -64,12 +64,12 @@ def _ci_chart(data: list[dict], title: str, method: str | None, labels: dict[str
         y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=320))
     )
     x_axis = alt.X("ci_low_gbps:Q", title="Throughput [Gbit/s]", scale=alt.Scale(zero=True))
-    bars = base.mark_rule(strokeWidth=2, color="midnightblue").encode(x=x_axis, x2="ci_high_gbps:Q")
+    bars = base.mark_rule(strokeWidth=2, color="midnightblue").encode(x=x_axis, x2=alt.X2("ci_high_gbps:Q"))
     points = base.mark_point(filled=True, size=50, color="midnightblue").encode(
-        x="mean_gbps:Q",
+        x=alt.X("mean_gbps:Q"),
         tooltip=[
-            "run:N",
-            "label:N",
+            alt.Tooltip("run:N"),
+            alt.Tooltip("label:N"),
             alt.Tooltip("mean_gbps:Q", format=".4f", title="mean [Gbit/s]"),
             alt.Tooltip("ci_low_gbps:Q", format=".4f", title="low [Gbit/s]"),
             alt.Tooltip("ci_high_gbps:Q", format=".4f", title="high [Gbit/s]"),

@@ -93,8 +93,8 @@ def link_util_chart(
         title="Throughput [Gbit/s]" if layout != "overlay" else f"Throughput [Gbit/s] ({bin_ms:g} ms bins)",
     )
     tooltip = [
-        "run:N",
-        "link:N",
+        alt.Tooltip("run:N"),
+        alt.Tooltip("link:N"),
         alt.Tooltip("t_s:Q", format=".3f", title="t [s]"),
         alt.Tooltip("gbps:Q", format=".4f", title="Gbit/s"),
     ]
@@ -122,7 +122,7 @@ def link_util_chart(
                 symbolType="stroke", symbolStrokeColor="#333", symbolStrokeWidth=2, symbolSize=300
             ),
         )
-        encoding["detail"] = "link:N"
+        encoding["detail"] = alt.Detail("link:N")
     line = alt.Chart().mark_line(strokeWidth=1.1, interpolate="step-after").encode(**encoding)
     subtitle = [f"{bin_ms:g} ms bins" + (f" · {note}" if note else ""), runs_caption(labels)]
     heading = alt.Title(title, subtitle=subtitle)
@@ -229,9 +229,9 @@ def batch_size_effect_chart(windows: pa.Table | list[dict]) -> alt.Chart | alt.F
             x=alt.X("t_s:Q", title=TIME_TITLE, scale=alt.Scale(zero=False)),
             y=alt.Y("gbps:Q", title="Throughput [Gbit/s]"),
             tooltip=[
-                *(["run:N"] if "run" in data[0] else []),
-                "label:N",
-                "link:N",
+                *([alt.Tooltip("run:N")] if "run" in data[0] else []),
+                alt.Tooltip("label:N"),
+                alt.Tooltip("link:N"),
                 alt.Tooltip("t_s:Q", format=".3f"),
                 alt.Tooltip("gbps:Q", format=".4f"),
             ],
@@ -277,7 +277,7 @@ def temporal_flows_chart(temporal_flows: pa.Table) -> alt.Chart | alt.FacetChart
         .mark_rect(stroke="#ddd", strokeWidth=0.3)
         .encode(
             x=alt.X("t_s:Q", title=TIME_TITLE, scale=alt.Scale(nice=False)),
-            x2="t_end:Q",
+            x2=alt.X2("t_end:Q"),
             y=alt.Y(
                 "flow:N",
                 title="Flow (sender:port→receiver:port)",
@@ -290,9 +290,9 @@ def temporal_flows_chart(temporal_flows: pa.Table) -> alt.Chart | alt.FacetChart
                 scale=alt.Scale(scheme="blues", domain=[0, 1]),
             ),
             tooltip=[
-                "run:N",
-                "flow:N",
-                "addresses:N",
+                alt.Tooltip("run:N"),
+                alt.Tooltip("flow:N"),
+                alt.Tooltip("addresses:N"),
                 alt.Tooltip("t_s:Q", format=".2f", title="t [s]"),
                 alt.Tooltip("bytes:Q", format=","),
                 alt.Tooltip("load:Q", format=".3f"),
@@ -321,9 +321,9 @@ def burstiness_chart(burstiness: pa.Table) -> alt.Chart | alt.FacetChart:
         y=alt.Y("peak_to_mean:Q", title="Peak / mean load", scale=alt.Scale(type="log")),
         color=alt.Color("src_worker:N", title="Sender", sort=senders, scale=worker_colors(_workers(data))),
         tooltip=[
-            "run:N",
-            "link:N",
-            "bin_ms:Q",
+            alt.Tooltip("run:N"),
+            alt.Tooltip("link:N"),
+            alt.Tooltip("bin_ms:Q"),
             alt.Tooltip("peak_gbps:Q", format=".4f"),
             alt.Tooltip("mean_gbps:Q", format=".4f"),
             alt.Tooltip("peak_to_mean:Q", format=".1f"),
@@ -336,7 +336,7 @@ def burstiness_chart(burstiness: pa.Table) -> alt.Chart | alt.FacetChart:
         scale=alt.Scale(range=list(DASHES)),
         legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#333", symbolStrokeWidth=2),
     )
-    lines = base.mark_line().encode(strokeDash=dash, detail="link:N")
+    lines = base.mark_line().encode(strokeDash=dash, detail=alt.Detail("link:N"))
     chart = alt.layer(lines, base.mark_point(filled=True, size=28)).properties(
         width=WIDTH - 120, height=HEIGHT - 40
     )

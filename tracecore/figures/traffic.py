@@ -49,7 +49,11 @@ def bytes_sent_chart(bytes_sent: pa.Table) -> alt.LayerChart | alt.Chart:
             x=x,
             color=alt.Color("worker:N", title="Sender", sort=workers, scale=worker_colors(workers)),
             order=alt.Order("worker:O"),
-            tooltip=["run:N", "worker:N", alt.Tooltip("volume:Q", format=fmt, title=unit)],
+            tooltip=[
+                alt.Tooltip("run:N"),
+                alt.Tooltip("worker:N"),
+                alt.Tooltip("volume:Q", format=fmt, title=unit),
+            ],
         )
     )
     text = (
@@ -87,10 +91,10 @@ def flow_matrix_chart(flow_matrix_mean: pa.Table) -> alt.LayerChart | alt.Chart:
             scale=alt.Scale(type="log", scheme="blues"),
         ),
         tooltip=[
-            "src_worker:N",
-            "dst_worker:N",
+            alt.Tooltip("src_worker:N"),
+            alt.Tooltip("dst_worker:N"),
             alt.Tooltip("volume:Q", format=".4g", title=unit),
-            "n_runs:Q",
+            alt.Tooltip("n_runs:Q"),
         ],
     )
     text = base.mark_text(fontSize=11).encode(
@@ -127,7 +131,7 @@ def flow_counts_chart(flow_counts: pa.Table) -> alt.LayerChart | alt.Chart:
             sort=FLOW_DEFINITIONS,
             scale=alt.Scale(scheme=CATEGORICAL),
         ),
-        tooltip=["run:N", "definition:N", alt.Tooltip("flows:Q", format=",")],
+        tooltip=[alt.Tooltip("run:N"), alt.Tooltip("definition:N"), alt.Tooltip("flows:Q", format=",")],
     )
     text = base.mark_text(align="left", dx=3, fontSize=10).encode(
         x="flows:Q", text=alt.Text("flows:Q", format=",")
@@ -169,7 +173,13 @@ def topology_check_chart(topology_check: pa.Table) -> alt.FacetChart | alt.Chart
         color=alt.Color(
             "share:Q", title="Share", scale=alt.Scale(scheme="blues", domain=[0, 0.5], clamp=True)
         ),
-        tooltip=["run:N", "matrix:N", "src_worker:N", "dst_worker:N", alt.Tooltip("share:Q", format=".3f")],
+        tooltip=[
+            alt.Tooltip("run:N"),
+            alt.Tooltip("matrix:N"),
+            alt.Tooltip("src_worker:N"),
+            alt.Tooltip("dst_worker:N"),
+            alt.Tooltip("share:Q", format=".3f"),
+        ],
     )
     text = base.mark_text(fontSize=10).encode(text=alt.Text("share:Q", format=".2f"))
     side = 55 * len(workers)
@@ -267,11 +277,11 @@ def rdma_ops_chart(rdma_flows: pa.Table) -> alt.VConcatChart | alt.LayerChart | 
             ),
             order=alt.Order("op_index:Q"),
             tooltip=[
-                "run:N",
-                "flow:N",
-                "op:N",
-                "packets:Q",
-                "transport:N",
+                alt.Tooltip("run:N"),
+                alt.Tooltip("flow:N"),
+                alt.Tooltip("op:N"),
+                alt.Tooltip("packets:Q"),
+                alt.Tooltip("transport:N"),
                 alt.Tooltip("src_qp:N", title="source QP"),
                 alt.Tooltip("message_bytes:Q", title="message bytes (flow)", format=","),
                 alt.Tooltip("psn_gaps:Q", title="PSN gaps (flow)"),
@@ -281,7 +291,9 @@ def rdma_ops_chart(rdma_flows: pa.Table) -> alt.VConcatChart | alt.LayerChart | 
         )
     )
     totals = (
-        alt.Chart().mark_text(align="left", dx=4, fontSize=11, color="#333").encode(y=y, x=x, text="label:N")
+        alt.Chart()
+        .mark_text(align="left", dx=4, fontSize=11, color="#333")
+        .encode(y=y, x=x, text=alt.Text("label:N"))
     )
     panels = []
     for run in by_run:  # one panel per run, each with its own flows (vconcat: facets would union them)

@@ -39,9 +39,9 @@ def accuracy_vs_data_chart(accuracy_vs_data: pa.Table) -> alt.Chart:
                 legend=alt.Legend(orient="right", labelLimit=320) if several else None,
             ),
             tooltip=[
-                "run:N",
-                "step:Q",
-                "epoch:Q",
+                alt.Tooltip("run:N"),
+                alt.Tooltip("step:Q"),
+                alt.Tooltip("epoch:Q"),
                 alt.Tooltip("volume:Q", format=".4g", title=unit),
                 alt.Tooltip("accuracy:Q", format=".4f"),
                 alt.Tooltip("loss:Q", format=".4f"),
@@ -68,15 +68,15 @@ def train_duration_chart(train_duration: pa.Table) -> alt.LayerChart | alt.Chart
     )
     bars = base.mark_bar(color="midnightblue").encode(
         tooltip=[
-            "run:N",
-            "loss_pct:Q",
+            alt.Tooltip("run:N"),
+            alt.Tooltip("loss_pct:Q"),
             alt.Tooltip("duration_s:Q", format=".2f"),
             alt.Tooltip("baseline_s:Q", format=".2f"),
             alt.Tooltip("normalized:Q", format=".3f"),
         ]
     )
     labels_ = base.mark_text(align="left", dx=4).encode(text=alt.Text("normalized:Q", format=".2f"))
-    rule = alt.Chart(inline([{"x": 1}])).mark_rule(strokeDash=[4, 3], color="gray").encode(x="x:Q")
+    rule = alt.Chart(inline([{"x": 1}])).mark_rule(strokeDash=[4, 3], color="gray").encode(x=alt.X("x:Q"))
     return (bars + labels_ + rule).properties(
         width=WIDTH - 120,
         height=max(60, 26 * len(data)),
@@ -104,18 +104,20 @@ def data_per_step_chart(data_per_step: pa.Table) -> alt.LayerChart | alt.Chart:
     bars = base.mark_bar(color="steelblue").encode(
         x=alt.X("rank_payload_per_step:Q", title=f"Payload per rank per step [{unit}]"),
         tooltip=[
-            "run:N",
+            alt.Tooltip("run:N"),
             alt.Tooltip("rank_payload_per_step:Q", format=".4g"),
             alt.Tooltip("expected_rank_bytes:Q", format=".4g"),
         ],
     )
-    spread = base.mark_rule(color="black").encode(x="rank_payload_min:Q", x2="rank_payload_max:Q")
+    spread = base.mark_rule(color="black").encode(
+        x=alt.X("rank_payload_min:Q"), x2=alt.X2("rank_payload_max:Q")
+    )
     layers = [bars, spread]
     if any(r["expected_rank_bytes"] is not None for r in data):  # a layer with no data warns in Vega
         layers.append(
             base.transform_filter("datum.expected_rank_bytes != null")
             .mark_tick(color="firebrick", thickness=3, size=22)
-            .encode(x="expected_rank_bytes:Q")
+            .encode(x=alt.X("expected_rank_bytes:Q"))
         )
     subtitle = [
         "bar: mean over ranks · line: min–max over ranks · red tick: 2(N−1)/N × gradient bytes",
