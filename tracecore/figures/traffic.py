@@ -99,8 +99,9 @@ def flow_matrix_chart(flow_matrix_mean: pa.Table) -> alt.LayerChart | alt.Chart:
     )
     text = base.mark_text(fontSize=11).encode(
         text=alt.Text("volume:Q", format=".3g"),
-        color=alt.condition(
-            f"datum.volume > {max(r['volume'] for r in data) / 8}", alt.value("white"), alt.value("black")
+        color=alt.ColorValue(  # white on the darkest cells
+            value="black",
+            condition={"test": f"datum.volume > {max(r['volume'] for r in data) / 8}", "value": "white"},
         ),
     )
     side = 70 * len(workers)
@@ -134,7 +135,7 @@ def flow_counts_chart(flow_counts: pa.Table) -> alt.LayerChart | alt.Chart:
         tooltip=[alt.Tooltip("run:N"), alt.Tooltip("definition:N"), alt.Tooltip("flows:Q", format=",")],
     )
     text = base.mark_text(align="left", dx=3, fontSize=10).encode(
-        x="flows:Q", text=alt.Text("flows:Q", format=",")
+        x=alt.X("flows:Q"), text=alt.Text("flows:Q", format=",")
     )
     return (bars + text).properties(
         width=WIDTH - 80,
