@@ -16,7 +16,7 @@ from tracecore.figures._data import HEIGHT, WIDTH, byte_unit, empty_chart, inlin
 from tracecore.figures._views import run_view
 from tracecore.figures.options import FigureOptions, uses
 from tracecore.figures.registry import MS, Figure, Runs, longest_span_ns, nice_bin_ns
-from tracecore.figures.style import CATEGORICAL, runs_caption, short_runs, worker_key
+from tracecore.figures.style import CATEGORICAL, pair_axes, runs_caption, short_runs, worker_key
 from tracecore.figures.timeseries import TIME_TITLE, trim_idle
 
 if TYPE_CHECKING:
@@ -65,10 +65,7 @@ def flow_matrix_diff_chart(flow_matrix: pa.Table) -> alt.FacetChart | alt.Chart:
     ]
     extent = max(abs(c["diff"]) for c in cells) or 1
     workers = sorted({p for pair in pairs for p in pair}, key=worker_key)
-    chart = alt.Chart().encode(
-        x=alt.X("dst_worker:N", title="Destination", sort=workers, axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("src_worker:N", title="Source", sort=workers),
-    )
+    chart = alt.Chart().encode(**pair_axes(workers))
     heat = chart.mark_rect().encode(
         color=alt.Color(
             "diff:Q",

@@ -147,6 +147,16 @@ def worker_colors(workers: list[str]) -> dict[str, Any]:
     }
 
 
+def pair_axes(workers: list[str]) -> dict[str, Any]:
+    """A worker-pair heatmap's axes: destination across, source down, workers in numeric order."""
+    import altair as alt
+
+    return {
+        "x": alt.X("dst_worker:N", title="Destination", sort=workers, axis=alt.Axis(labelAngle=0)),
+        "y": alt.Y("src_worker:N", title="Source", sort=workers),
+    }
+
+
 _WORKER = re.compile(r"^W(\d+)$")
 
 

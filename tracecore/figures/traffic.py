@@ -15,6 +15,7 @@ from tracecore.figures._data import WIDTH, byte_unit, empty_chart, inline, rows
 from tracecore.figures.style import (
     CATEGORICAL,
     d3_format,
+    pair_axes,
     runs_caption,
     short_runs,
     worker_colors,
@@ -80,10 +81,7 @@ def flow_matrix_chart(flow_matrix_mean: pa.Table) -> alt.LayerChart | alt.Chart:
     for r in data:
         r["volume"] = r["mean_bytes"] / scale
     workers = sorted({r["src_worker"] for r in data} | {r["dst_worker"] for r in data}, key=worker_key)
-    base = alt.Chart(inline(data)).encode(
-        x=alt.X("dst_worker:N", title="Destination", sort=workers, axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("src_worker:N", title="Source", sort=workers),
-    )
+    base = alt.Chart(inline(data)).encode(**pair_axes(workers))
     heat = base.mark_rect().encode(
         color=alt.Color(
             "volume:Q",
@@ -166,10 +164,7 @@ def topology_check_chart(topology_check: pa.Table) -> alt.FacetChart | alt.Chart
     for r in data:
         r["label"] = labels[r["run"]]
     workers = sorted({r["src_worker"] for r in data}, key=worker_key)
-    base = alt.Chart().encode(
-        x=alt.X("dst_worker:N", title="Destination", sort=workers, axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("src_worker:N", title="Source", sort=workers),
-    )
+    base = alt.Chart().encode(**pair_axes(workers))
     heat = base.mark_rect().encode(
         color=alt.Color(
             "share:Q", title="Share", scale=alt.Scale(scheme="blues", domain=[0, 0.5], clamp=True)
