@@ -18,11 +18,26 @@ MIN_TEXT = 12  # a text column is wrapped no narrower than this
 
 @dataclass(frozen=True)
 class Fit:
-    """Which columns to show and how wide: `widths[i]` for column `shown[i]`; `left_out` names the rest."""
+    """Which columns to show and how wide: `widths[k]` for column `shown[k]`, whose widest cell is
+    `full[shown[k]]`; `left_out` names the rest."""
 
     shown: list[int]
     widths: list[int]
     left_out: list[str]
+    full: list[int]
+
+    def column(self, k: int) -> dict:
+        """Rich's column options for the k-th shown column: wrapped (folded) when made narrower."""
+        wraps = self.widths[k] < self.full[self.shown[k]]
+        return {
+            "no_wrap": not wraps,
+            "overflow": "fold" if wraps else "ellipsis",
+            "max_width": self.widths[k] if wraps else None,
+        }
+
+    def console_width(self) -> int:
+        """A console wide enough that no shown column is cut."""
+        return sum(self.widths) + GAP * len(self.widths) + 2
 
     def note(self) -> str:
         if not self.left_out:
@@ -34,18 +49,21 @@ class Fit:
         )
 
 
-def terminal_width() -> int | None:
-    """The terminal's width when standard output is one, else None (the table is then left whole)."""
-    if not sys.stdout.isatty():
+def terminal_width(out: object = None) -> int | None:
+    """The terminal's width when the table goes to standard output (`out` None) and that is a
+    terminal, else None (the table is then left whole)."""
+    if out is not None or not sys.stdout.isatty():
         return None
     return shutil.get_terminal_size().columns
 
 
-def fit(names: list[str], widths: list[int], text: list[bool], width: int) -> Fit:
+def fit(names: list[str], widths: list[int], text: list[bool], width: int | None) -> Fit:
     """The columns of a table (`widths`: each column's widest cell or header; `text`: not a number)
-    that fit `width`: the widest text columns wrap first, down to MIN_TEXT (or their header), then
-    columns are left out from the right; the first column always stays."""
-    widths = list(widths)
+    that fit `width` (None: all, whole): the widest text columns wrap first, down to MIN_TEXT (or
+    their header), then columns are left out from the right; the first column always stays."""
+    full, widths = list(widths), list(widths)
+    if width is None:
+        return Fit(list(range(len(names))), widths, [], full)
 
     def total(cols: list[int]) -> int:
         return sum(widths[i] for i in cols) + GAP * len(cols) - 1
@@ -62,4 +80,6 @@ def fit(names: list[str], widths: list[int], text: list[bool], width: int) -> Fi
         shown.pop()
     if total(shown) > width and text[0]:  # a very narrow terminal: the first column wraps narrower
         widths[0] = max(1, width - GAP + 1)
-    return Fit(shown, [widths[i] for i in shown], [names[i] for i in range(len(names)) if i not in shown])
+    return Fit(
+        shown, [widths[i] for i in shown], [names[i] for i in range(len(names)) if i not in shown], full
+    )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 import typer
 
 from tracecore.cli.checks import check_destination, check_file
-from tracecore.cli.fit import Fit, fit, terminal_width
+from tracecore.cli.fit import fit, terminal_width
 from tracecore.figures.render import save
 from tracecore.json_values import json_rows
 
@@ -38,9 +38,8 @@ def emit(table: pa.Table, fmt: Format, out: Path | None, limit: int | None = Non
     check_destination(fmt, out, limit)
     table = table if limit is None else table.slice(0, limit)
     if fmt is Format.table:
-        width = terminal_width() if out is None else None
         with _sink(out) as sink:
-            sink.write(render(table, limit if limit is not None else TABLE_ROWS, width))
+            sink.write(render(table, limit if limit is not None else TABLE_ROWS, terminal_width(out)))
     else:
         write_batches(table.schema, table.to_batches(), fmt, out)
     if out is not None:
@@ -53,7 +52,7 @@ def emit_model(result: ModelResult, fmt: Format, out: Path | None, figure: Path 
     check_file(figure)
     tables = [(title, frame.to_arrow()) for title, frame in result.tables]
     if fmt is Format.table:
-        width = terminal_width() if out is None else None
+        width = terminal_width(out)
         with _sink(out) as sink:
             sink.write("".join(f"{title}\n{render(table, None, width)}\n" for title, table in tables))
             sink.write(f"{result.note}\n" if result.note else "")
@@ -127,26 +126,14 @@ def render(table: pa.Table, limit_rows: int | None, width: int | None = None) ->
     widths = [max([len(field.name), *(len(r[i]) for r in rows)]) for i, field in enumerate(table.schema)]
     numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
     names = table.schema.names
-    plan = (
-        fit(names, widths, [not n for n in numeric], width)
-        if width
-        else Fit(list(range(len(names))), widths, [])
-    )
+    plan = fit(names, widths, [not n for n in numeric], width)  # width None: whole, for pipes and files
     grid = Table(box=SIMPLE_HEAD, header_style="bold", pad_edge=False)
-    for i, col_width in zip(plan.shown, plan.widths, strict=True):
-        wraps = col_width < widths[i]
-        grid.add_column(
-            Text(names[i]),
-            justify="right" if numeric[i] else "left",
-            no_wrap=not wraps,
-            overflow="fold" if wraps else "ellipsis",
-            max_width=col_width if wraps else None,
-        )
+    for k, i in enumerate(plan.shown):
+        grid.add_column(Text(names[i]), justify="right" if numeric[i] else "left", **plan.column(k))
     for row in rows:  # Text: values are data (run names, SQL strings), never read as Rich markup
         grid.add_row(*(Text(row[i]) for i in plan.shown))
-    buf = io.StringIO()  # wide enough that no shown column is cut: whole when piped, fitted in a tty
-    console_width = sum(plan.widths) + 3 * len(plan.widths) + 2
-    Console(file=buf, width=console_width, force_terminal=False, color_system=None).print(grid)
+    buf = io.StringIO()
+    Console(file=buf, width=plan.console_width(), force_terminal=False, color_system=None).print(grid)
     text = buf.getvalue() + plan.note()
     if shown.num_rows < table.num_rows:
         left = f"{table.num_rows - shown.num_rows} more rows of {table.num_rows}"
