@@ -12,7 +12,6 @@ from typing import Any
 
 import altair as alt
 import pyarrow as pa
-from altair.utils.schemapi import debug_mode
 
 from tracecore.json_values import json_rows
 
@@ -55,10 +54,10 @@ class _InlineRows(alt.Data):
 
 
 def inline(values: list[dict[str, Any]]) -> alt.Data:
-    """The rows as inline data, not checked row by row as Altair checks every object it builds:
-    `render.spec` checks the finished chart once."""
-    with debug_mode(False):
-        return _InlineRows(values=values)
+    """The rows as inline data, not checked row by row as Altair checks every object it builds
+    (its check goes through `to_dict`, which gives the rows as they are): `render.spec` checks the
+    finished chart once."""
+    return _InlineRows(values=values)
 
 
 def byte_unit(max_bytes: float) -> tuple[str, float]:
