@@ -97,6 +97,9 @@ def test_report_of_one_run_has_no_comparison_and_reports_progress(tmp_path, samp
     assert names[-1] == "page"
     assert [done for done, _, _ in steps] == list(range(len(steps)))
     assert {total for _, total, _ in steps} == {len(steps) - 1}
+    import threading
+
+    assert [t.name for t in threading.enumerate() if t.name.startswith("report")] == []  # builders joined
 
 
 def body_of(dom: str) -> dict[str, str]:

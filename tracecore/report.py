@@ -272,15 +272,16 @@ def _build_specs(
         return render.spec(figures.build(local.con, name, runs))
 
     specs = {}
+    pool = ThreadPoolExecutor(2, thread_name_prefix="report")
     try:
-        with ThreadPoolExecutor(2, thread_name_prefix="report") as pool:
-            # each task in its own copy of this context: the views shared_views keeps reach it
-            pending = [(name, pool.submit(contextvars.copy_context().run, build, name)) for name in names]
-            for done, (name, future) in enumerate(pending):
-                if progress:
-                    progress(done, total, name)
-                specs[f"fig-{name}"] = future.result()
-    finally:
+        # each task in its own copy of this context: the views shared_views keeps reach it
+        pending = [(name, pool.submit(contextvars.copy_context().run, build, name)) for name in names]
+        for done, (name, future) in enumerate(pending):
+            if progress:
+                progress(done, total, name)
+            specs[f"fig-{name}"] = future.result()
+    finally:  # on an error or Ctrl-C, figures not started are dropped, not built first
+        pool.shutdown(wait=True, cancel_futures=True)
         for cursor in cursors:
             cursor.close()
     return specs
