@@ -40,16 +40,19 @@ def text_width(text: str, size: float) -> float:
     return em * size
 
 
+# every figure but rdma_ops (no RoCE here) for one run and for both runs; comparisons need both
+KEYS = [
+    f"{name}/{tag}"
+    for tag in ("one", "both")
+    for name in figures.figure_names()
+    if name != "rdma_ops" and not (tag == "one" and name.startswith("runs_"))
+]
+
+
 @pytest.fixture(scope="module")
 def charts(con) -> dict[str, object]:
-    """Every figure but rdma_ops (no RoCE here) for one run and for both runs."""
-    out = {}
-    for runs, tag in (([SAMPLE], "one"), (None, "both")):
-        for name in figures.figure_names():
-            if name == "rdma_ops" or (tag == "one" and name.startswith("runs_")):
-                continue
-            out[f"{name}/{tag}"] = figures.build(con, name, runs)
-    return out
+    runs = {"one": [SAMPLE], "both": None}
+    return {key: figures.build(con, key.split("/")[0], runs[key.split("/")[1]]) for key in KEYS}
 
 
 def _walk(node, found: list, role: str | None = None) -> None:
@@ -92,10 +95,8 @@ def test_every_figure_asks_vega_to_drop_overlapping_tick_labels(charts) -> None:
         assert config["font"] == FONT, key
 
 
-@pytest.mark.parametrize("key", [f"{n}/{t}" for n in figures.figure_names() for t in ("one", "both")])
+@pytest.mark.parametrize("key", KEYS)
 def test_rendered_figure_is_legible(charts, key) -> None:
-    if key not in charts:
-        pytest.skip("drawn only for several runs" if key.startswith("runs_") else "no RoCE in the sample")
     import vl_convert as vlc
 
     chart = charts[key]
