@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -24,6 +25,8 @@ def report(
 ) -> None:
     """Write a self-contained HTML report (no CDN; opens from file:// with the network off).
 
+    In a terminal, a progress bar shows which figure or table is being made.
+
     \b
     Examples:
       $ tracecore report report/ --run torch_ddp-resnet8w8-sgd-16-gloo-normal-ring
@@ -31,5 +34,18 @@ def report(
     from tracecore.report import write_report
 
     check_folder(out_dir)
+    if not sys.stderr.isatty():
+        typer.echo(str(write_report(data, out_dir, runs=runs)))
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    typer.echo(str(write_report(data, out_dir, runs=runs)))
+    columns = (TextColumn("report"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"))
+    with Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("opening the dataset", total=None)
+
+        def progress(done: int, total: int, name: str) -> None:
+            bar.update(task, completed=done, total=total, description=name)
+
+        page = write_report(data, out_dir, runs=runs, progress=progress)
+    typer.echo(str(page))

@@ -17,6 +17,7 @@ have ping     || need+=(iputils-ping)
 have zstd     || need+=(zstd)
 have xz       || need+=(xz-utils)
 have chromium || need+=(chromium)
+[ -f /usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf ] || need+=(fonts-liberation)  # the figures' font, for SVGs drawn in Chromium
 have ssh      || need+=(openssh-client)  # the ssh runner backend's client (ssh, scp, ssh-keyscan)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)  # its tests start a real sshd per worker namespace
 have nc       || need+=(netcat-openbsd)  # ... and reach it with ProxyCommand 'ip netns exec NS nc %h %p'

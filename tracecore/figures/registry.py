@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from tracecore.figures import collectives, confidence, timeseries, traffic, training
-from tracecore.query import run_sql, run_view
+from tracecore.figures._views import run_view
+from tracecore.figures.options import FigureOptions, uses
+from tracecore.figures.style import short_runs
+from tracecore.query import run_sql
+from tracecore.views import view_params
 
 if TYPE_CHECKING:
     import altair as alt
@@ -52,21 +56,31 @@ def nice_bin_ns(span_ns: int, bins: int, floor_ns: int) -> int:
 
 
 def _of_view(view: str, builder: Callable[[pa.Table], alt.TopLevelMixin]) -> FigureFn:
-    """A figure that is one view's result drawn by one builder, with the run selection passed on."""
+    """A figure that is one view's result drawn by one builder, with the run selection passed on and
+    the options the view has parameters for (bin or window width, time window, CI method)."""
+    declared = [p.name for p in view_params(view)]
+    takes = [
+        option
+        for option, needs in (("bin", ("bin_ns", "window_ns")), ("window", ("from_ns",)), ("ci", ("method",)))
+        if any(n in declared for n in needs)
+    ]
 
-    def figure(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-        return builder(run_view(con, view, runs=runs))
+    @uses(*takes)
+    def figure(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
+        return builder(run_view(con, view, runs=runs, params=options.view_params(declared)))
 
     figure.__name__ = view
     return figure
 
 
-def _longest_run_ns(con: duckdb.DuckDBPyConnection, runs: Runs) -> int:
-    bounds = run_view(con, "run_bounds", runs=runs)
+def longest_span_ns(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions | None = None) -> int:
+    """The longest span a figure draws: a run's, or the window's part of it."""
+    params = options.view_params(["from_ns", "to_ns"]) if options else {}
+    bounds = run_view(con, "run_bounds", runs=runs, params=params)
     if bounds.num_rows == 0:
         return 0
     return max(
-        e - s for s, e in zip(bounds["start_ns"].to_pylist(), bounds["end_ns"].to_pylist(), strict=True)
+        hi - lo for lo, hi in zip(bounds["lo_ns"].to_pylist(), bounds["hi_ns"].to_pylist(), strict=True)
     )
 
 
@@ -84,22 +98,36 @@ def has_rdma(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     return _any_row(con, runs, "SELECT 1 FROM packets WHERE rdma_opcode IS NOT NULL")
 
 
-def link_util(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+@uses("bin", "window", "links", "clock")
+def link_util(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
     n_runs = run_view(con, "run_bounds", runs=runs).num_rows
     points = max(300, 2000 // max(1, n_runs))  # the page stays light with many runs
-    bin_ns = nice_bin_ns(_longest_run_ns(con, runs), points, 10 * MS)
-    return timeseries.link_util_chart(run_view(con, "link_util", runs=runs, params={"bin_ns": bin_ns}))
-
-
-def temporal_flows(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    bin_ns = nice_bin_ns(_longest_run_ns(con, runs), 60, 100 * MS)
-    return timeseries.temporal_flows_chart(
-        run_view(con, "temporal_flows", runs=runs, params={"bin_ns": bin_ns})
+    span = longest_span_ns(con, runs, options)
+    bin_ns = options.bin_ns or nice_bin_ns(span, points, 10 * MS)
+    table = run_view(
+        con, "link_util", runs=runs, params={**options.view_params(["from_ns", "to_ns"]), "bin_ns": bin_ns}
+    )
+    return timeseries.link_util_chart(
+        table,
+        links=options.links,
+        top=options.top,
+        layout=options.layout,
+        clock=options.clock,
+        trim=options.from_ns is None,
     )
 
 
-def burstiness(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return timeseries.burstiness_chart(run_view(con, "burstiness", runs=runs))
+@uses("bin", "window")
+def temporal_flows(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
+    bin_ns = options.bin_ns or nice_bin_ns(longest_span_ns(con, runs, options), 60, 100 * MS)
+    params = {**options.view_params(["from_ns", "to_ns"]), "bin_ns": bin_ns}
+    return timeseries.temporal_flows_chart(run_view(con, "temporal_flows", runs=runs, params=params))
+
+
+@uses("window")
+def burstiness(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
+    params = options.view_params(["from_ns", "to_ns"])
+    return timeseries.burstiness_chart(run_view(con, "burstiness", runs=runs, params=params))
 
 
 def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
@@ -115,6 +143,7 @@ def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLeve
         steps.setdefault(r["run"], []).append(r["t_s"])
     parts = []
     ordered = sorted(busiest.items(), key=lambda kv: (meta[kv[0]]["batch_size"] or 0, kv[0]))
+    names = short_runs(run for run, _ in ordered)
     for order, (run, link) in enumerate(ordered):
         ts = sorted(steps.get(run) or [meta[run]["duration_s"] / 2])
         mid_ns = int(ts[len(ts) // 2] * 1e9)
@@ -128,20 +157,15 @@ def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLeve
                 "to_ns": mid_ns + window_ns // 2,
             },
         )
-        mask = [
-            s == link["src_worker"] and d == link["dst_worker"]
-            for s, d in zip(util["src_worker"].to_pylist(), util["dst_worker"].to_pylist(), strict=True)
-        ]
-        util = util.filter(pa.array(mask, pa.bool_()))
-        label = f"batch {meta[run]['batch_size']} · {run}"
-        util = util.append_column("label", pa.array([label] * util.num_rows, pa.string()))
-        parts.append(util.append_column("order", pa.array([order] * util.num_rows, pa.int64())))
-    table = (
-        pa.concat_tables(parts)
-        if parts
-        else pa.table({c: [] for c in ("label", "order", "src_worker", "dst_worker", "t_s", "gbps")})
-    )
-    return timeseries.batch_size_effect_chart(table)
+        # the link's rows as dicts: a mask and Table.filter, or new Arrow columns, would load pandas
+        # (seconds of a report)
+        label = f"batch {meta[run]['batch_size']}" + (f" · {names[run]}" if len(names) > 1 else "")
+        parts.extend(
+            {**r, "label": label, "order": order}
+            for r in util.to_pylist()
+            if (r["src_worker"], r["dst_worker"]) == (link["src_worker"], link["dst_worker"])
+        )
+    return timeseries.batch_size_effect_chart(parts)
 
 
 # which source draws a run's collectives when several recorded them: NCCL's own first
