@@ -57,6 +57,7 @@ VIEW_TESTS = (
 DEDUP_TESTS = ("tests/test_dedup.py", "tests/test_ingest.py")
 KERNEL_TESTS = ("tests/test_reader_corpus.py", "tests/test_views_exact.py")
 NCCL_TESTS = ("tests/test_views_nccl.py", "tests/test_views_nccl_socket.py")
+COLLECTIVE_TESTS = ("tests/test_views_collectives.py",)
 RDMA_TESTS = ("tests/test_views_rdma.py",)
 SHARED_QP_TEST = (
     "tests/test_views_rdma.py::test_a_flow_is_told_apart_by_its_receiver_when_receivers_share_a_qp_number"
@@ -101,11 +102,11 @@ MUTANTS = [
         ci=("tests/test_views.py::test_flow_matrix[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring]",),
     ),
     Mutant(
-        "link_ci.missing_1.96_low",
+        "link_ci.missing_quantile_low",
         "queries/link_ci.sql",
-        "s.mean_gbps - 1.96 * s.std_gbps / sqrt(s.windows) AS ci_low_gbps",
-        "s.mean_gbps - s.std_gbps / sqrt(s.windows) AS ci_low_gbps",
-        "CI half-width without the 1.96",
+        "coalesce(bs.lo, s.mean_gbps - q.q * s.std_gbps / sqrt(s.windows))",
+        "coalesce(bs.lo, s.mean_gbps - s.std_gbps / sqrt(s.windows))",
+        "CI half-width without the quantile (t or 1.96)",
         ci=("tests/test_views.py::test_throughput_ci",),
     ),
     Mutant(
@@ -205,11 +206,11 @@ MUTANTS = [
         ci=("tests/test_views.py::test_link_util[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring-10000000]",),
     ),
     Mutant(
-        "link_ci.missing_1.96_high",
+        "link_ci.missing_quantile_high",
         "queries/link_ci.sql",
-        "s.mean_gbps + 1.96 * s.std_gbps / sqrt(s.windows) AS ci_high_gbps",
-        "s.mean_gbps + s.std_gbps / sqrt(s.windows) AS ci_high_gbps",
-        "CI half-width without the 1.96",
+        "coalesce(bs.hi, s.mean_gbps + q.q * s.std_gbps / sqrt(s.windows))",
+        "coalesce(bs.hi, s.mean_gbps + s.std_gbps / sqrt(s.windows))",
+        "CI half-width without the quantile (t or 1.96)",
     ),
     Mutant(
         "link_ci.population_std",
@@ -465,8 +466,8 @@ MUTANTS = [
     Mutant(
         "throughput_ci.window_end_ignored",
         "queries/throughput_ci.sql",
-        "to_ns := to_ns, by_pair := false)",
-        "to_ns := NULL, by_pair := false)",
+        "to_ns := to_ns, by_pair := false, method := method)",
+        "to_ns := NULL, by_pair := false, method := method)",
         "to_ns not passed on",
         ci=("tests/test_views.py::test_throughput_ci",),
     ),
@@ -524,6 +525,98 @@ MUTANTS = [
         "qp flows counted by (src, QP): two receivers whose QPs share a number count once",
         RDMA_TESTS,
         ci=(SHARED_QP_TEST,),
+    ),
+    # ---- collectives joined to their packets (issue 28) ------------------------------------------------
+    Mutant(
+        "collective_calls.instance_without_clock_offset",
+        "queries/collective_calls.sql",
+        "min(p.start_ns - coalesce(p.clock_offset_ns, 0)) OVER instance AS instance_start_ns",
+        "min(p.start_ns) OVER instance AS instance_start_ns",
+        "an instance's start on each rank's own clock, not on one clock",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock",),
+    ),
+    Mutant(
+        "collective_rank_workers.capture_numbered_from_one",
+        "queries/collective_rank_workers.sql",
+        "([-_.]|$)', 1) AS INTEGER), NULL,",
+        "([-_.]|$)', 1) AS INTEGER) - 1, NULL,",
+        "captures read as numbered from 1: worker-1 taken for rank 0",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_without_nccl_logs_each_rank_is_the_capture_of_its_number",
+        ),
+    ),
+    Mutant(
+        "train_steps.numbered_from_one",
+        "queries/train_steps.sql",
+        "SELECT run, row_number() OVER (PARTITION BY run ORDER BY ts_ns, id) - 1 AS step,",
+        "SELECT run, row_number() OVER (PARTITION BY run ORDER BY ts_ns, id) AS step,",
+        "logged steps numbered from 1, the profiler's from 0",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_the_sources_agree_where_they_overlap",),
+    ),
+    Mutant(
+        "collective_links.all_reduce_without_the_2",
+        "queries/collective_links.sql",
+        "WHEN op = 'all_reduce' THEN 2.0 * (n - 1) / n * bytes * share",
+        "WHEN op = 'all_reduce' THEN (n - 1) / n * bytes * share",
+        "a ring all-reduce predicted as one pass (reduce-scatter only)",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_acceptance_every_all_reduce_matched_and_within_two_percent",
+        ),
+    ),
+    Mutant(
+        "collective_wire.ratio_of_the_time_window",
+        "queries/collective_wire.sql",
+        "coalesce(w.bytes, 0) / l.predicted_bytes AS ratio, cn.connections,",
+        "coalesce(wn.window_bytes, 0) / l.predicted_bytes AS ratio, cn.connections,",
+        "the ratio from the bytes inside the time window, not those attributed by byte order",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_acceptance_every_all_reduce_matched_and_within_two_percent",
+        ),
+    ),
+    Mutant(
+        "collective_coverage.span_without_end",
+        "queries/collective_coverage.sql",
+        "AND p.ts_ns BETWEEN s.span_start_ns AND s.span_end_ns",
+        "AND p.ts_ns >= s.span_start_ns",
+        "the payload counted to the end of the capture, past the source's last collective",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_acceptance_every_all_reduce_matched_and_within_two_percent",
+        ),
+    ),
+    Mutant(
+        "collective_clock_check.lead_sign_flipped",
+        "queries/collective_clock_check.sql",
+        "max(sender_start_ns - first_byte_ns) AS lead_ns",
+        "max(first_byte_ns - sender_start_ns) AS lead_ns",
+        "the lead of the first bytes over the start measured the wrong way round",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_a_rank_clock_shifted_by_50_ms_fails_the_check_with_a_clear_message",
+        ),
+    ),
+    Mutant(
+        "collective_stragglers.first_rank_named",
+        "queries/collective_stragglers.sql",
+        "arg_max(rank, t_start) AS last_rank, arg_max(worker, t_start) AS last_worker,",
+        "arg_min(rank, t_start) AS last_rank, arg_max(worker, t_start) AS last_worker,",
+        "the rank that started first named as the straggler",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_stragglers_name_the_rank_that_started_last",),
+    ),
+    Mutant(
+        "step_breakdown.overlap_is_either",
+        "queries/step_breakdown.sql",
+        "coalesce(sum(dt) FILTER (WHERE c > 0 AND p > 0), 0)::BIGINT AS overlap_ns",
+        "coalesce(sum(dt) FILTER (WHERE c > 0 OR p > 0), 0)::BIGINT AS overlap_ns",
+        "overlap counted where either compute or communication runs",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_step_breakdown_splits_each_profiled_step",),
     ),
 ]
 

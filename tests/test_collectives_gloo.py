@@ -61,12 +61,12 @@ def test_gloo_all_reduces_are_their_message_on_each_link(con) -> None:
     )
     assert len(got) == 2 * len(PROFILED)
     assert {(r["src_worker"], r["dst_worker"]) for r in got} == {("W1", "W2"), ("W2", "W1")}
-    assert all(abs(r["ratio"] - 1) < 0.001 for r in got)
-    assert all(r["connections"] == 1 for r in got)  # gloo: one socket per pair (the store's is small)
+    assert all(abs(r["ratio"] - 1) < 0.001 for r in got), got
+    assert all(r["connections"] == 1 for r in got), got  # gloo: one socket per pair (the store's is small)
     coverage = rows(con, "SELECT matched, collectives, matched_share FROM collective_coverage")
     assert len(coverage) == 2
-    assert all(r["matched"] == r["collectives"] == len(PROFILED) for r in coverage)
-    assert all(r["matched_share"] > 0.99 for r in coverage)
+    assert all(r["matched"] == r["collectives"] == len(PROFILED) for r in coverage), coverage
+    assert all(r["matched_share"] > 0.99 for r in coverage), coverage
     assert [r["ok"] for r in rows(con, "SELECT ok FROM collective_clock_check")] == [True, True]
 
 
