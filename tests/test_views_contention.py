@@ -302,3 +302,9 @@ def test_compare_groups_by_a_run_meta_column(con) -> None:
 def test_compare_refuses_a_column_run_meta_lacks(con) -> None:
     with pytest.raises(UsageError, match="run_meta has no column nope; group_by takes one of run, "):
         q(con, "compare", group_by="nope")
+
+
+@pytest.mark.parametrize("name", ["contention", "compare"])
+def test_a_too_fine_bin_is_refused_before_running(con, name) -> None:
+    with pytest.raises(UsageError, match=r"would produce about [0-9,]+ rows .* or a larger --bin"):
+        q(con, name, runs=[BASE], bin_ns="1us")
