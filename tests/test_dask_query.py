@@ -181,11 +181,12 @@ def _packets(data: Path) -> dict[str, int]:
 
 
 def test_a_view_needing_every_run_runs_on_the_driver_without_the_cluster(sample_dataset: Path) -> None:
-    assert [n for n in views.view_names() if not partition.rules(n).by_run] == ["train_duration"]
+    assert [n for n in views.view_names() if not partition.rules(n).by_run] == ["compare", "train_duration"]
     nobody = f"tcp://127.0.0.1:{_free_port()}"  # never contacted
-    here = query_dataset(sample_dataset, "train_duration", scheduler=nobody)
-    assert here.equals(query_dataset(sample_dataset, "train_duration"))
-    assert here.num_rows == 2
+    for name, rows in (("train_duration", 2), ("compare", 58)):
+        here = query_dataset(sample_dataset, name, scheduler=nobody)
+        assert here.equals(query_dataset(sample_dataset, name))
+        assert here.num_rows == rows
 
 
 def test_a_part_refuses_another_commit_or_a_missing_dataset(sample_dataset: Path, tmp_path: Path) -> None:

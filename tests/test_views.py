@@ -49,13 +49,16 @@ VIEW_ROWS = {
     "collective_rank_workers": 2 * 4,  # the sample captures are named worker-<i>-…
     "collective_stragglers": 0,
     "collective_wire": 0,
+    "compare": 58,  # the 16-batch run against the 8-batch one: 14 metrics, 4 of them per pair (12)
     "congestion": 12 * (661 + 419),  # link_util's rows, with zero marks: the sample runs are TCP
+    "contention": 12 * (67 + 43),  # link_util's rows at 100 ms
     "data_per_step": 2,
     "flow_counts": 2 * 5,  # 4tuple, 5tuple, connection, hostpair, qp
     "flow_matrix": 2 * 12,
     "flow_matrix_mean": 12,
     "link_ci": 2 * 12,
     "link_series": 12 * (661 + 419),
+    "link_steady": 12 * (661 + 419),
     "link_total": 661 + 419,
     "link_util": 12 * (661 + 419),
     "link_util_ci": 2 * 12,

@@ -16,6 +16,7 @@ BUILDING_BLOCKS = (
     "collective_rank_workers",
     "link_ci",
     "link_series",
+    "link_steady",
     "nccl_edges",
     "nccl_rank_workers",
     "packets_window",
@@ -61,6 +62,8 @@ def test_install_order_puts_every_building_block_before_its_users() -> None:
     assert order.index("link_series") < order.index("link_util")
     assert order.index("flow_matrix") < order.index("flow_matrix_mean")
     assert order.index("link_series") < order.index("congestion")
+    assert order.index("link_steady") < order.index("contention")
+    assert order.index("topology_check") < order.index("compare")
     assert order.index("packets_window") < order.index("rdma_flows")
 
 
@@ -137,7 +140,7 @@ def test_every_view_declares_how_it_splits_by_run() -> None:
     """Each file says `-- Partition: run` or `-- Partition: none` (a new view without one fails here),
     and the rules that make a split exact hold (partition.check)."""
     rules = {name: partition.rules(name) for name in views.view_names()}
-    assert {n for n, r in rules.items() if not r.by_run} == {"train_duration"}  # baselines: other runs
+    assert {n for n, r in rules.items() if not r.by_run} == {"compare", "train_duration"}  # other runs
     assert {n: r.combines for n, r in rules.items() if r.combines} == {"flow_matrix_mean": "flow_matrix"}
     shipped = views.installed_views()
     assert partition.order_keys(shipped, "flow_matrix")[:2] == ["a.run", "src_worker NULLS LAST"]
