@@ -53,6 +53,7 @@ VIEW_TESTS = (
     "tests/test_views_duration.py",
     "tests/test_views_physics.py",
     "tests/test_dedup.py",
+    "tests/test_views_contention.py",
 )
 DEDUP_TESTS = ("tests/test_dedup.py", "tests/test_ingest.py")
 KERNEL_TESTS = ("tests/test_reader_corpus.py", "tests/test_views_exact.py")
@@ -617,6 +618,38 @@ MUTANTS = [
         "overlap counted where either compute or communication runs",
         COLLECTIVE_TESTS,
         ci=("tests/test_views_collectives.py::test_step_breakdown_splits_each_profiled_step",),
+    ),
+    # ---- held links and run comparison (issue 27) ---------------------------------------------------
+    Mutant(
+        "contention.reference_over_idle_bins",
+        "queries/contention.sql",
+        "    WHERE steady AND bytes > 0",
+        "    WHERE steady",
+        "the reference is the median over idle bins too",
+        ci=("tests/test_views_contention.py::test_contention_short_bins_cut_the_bursts",),
+    ),
+    Mutant(
+        "contention.window_one_bin_longer",
+        "queries/contention.sql",
+        "HAVING count(*) >= min_bins",
+        "HAVING count(*) > min_bins",
+        "a held window needs one bin more than min_bins",
+    ),
+    Mutant(
+        "compare.group_sums",
+        "queries/compare.sql",
+        "avg(r.value) AS value",
+        "sum(r.value) AS value",
+        "a group's value is the sum of its runs', not their mean",
+        ci=("tests/test_views_contention.py::test_compare_groups_by_a_run_meta_column",),
+    ),
+    Mutant(
+        "link_steady.last_partial_bin_steady",
+        "queries/link_steady.sql",
+        "s.bin_start_ns + s.bin_ns <= tw.t_last",
+        "s.bin_start_ns <= tw.t_last",
+        "the training window's last, partial bin counted as steady",
+        ci=("tests/test_views_contention.py::test_contention_flags_the_link_held_down",),
     ),
 ]
 
