@@ -81,7 +81,16 @@ def tshark_flows(path: Path, rows: list[dict]) -> dict[tuple, dict]:
 
 
 def view_flows(con, run: str) -> dict[tuple, dict]:
-    cols = ("packets", "payload_bytes", *COUNTS, "rtt_samples", "rtt_min_us", "rtt_median_us", "rtt_max_us")
+    cols = (
+        "packets",
+        "payload_bytes",
+        *COUNTS,
+        "window_scale",
+        "rtt_samples",
+        "rtt_min_us",
+        "rtt_median_us",
+        "rtt_max_us",
+    )
     got = con.execute(
         f"SELECT src_ip, src_port, dst_ip, dst_port, {', '.join(cols)} FROM tcp_health(runs := [?])", [run]
     ).fetchall()
@@ -176,12 +185,14 @@ topology = ["ring"]
 workers = [2]
 """
 
-# rank 0 reads one TCP stream to its end; rank 1 sends it 4 MB (retrying until rank 0 listens)
+# rank 0 reads one TCP stream to its end, through a small receive buffer it leaves full for 0.3 s
+# (zero windows, segments that fill the window); rank 1 sends it 4 MB (retrying until rank 0 listens)
 TRANSFER = (
     "import socket,sys,time\n"
     "rank, host = int(sys.argv[1]), sys.argv[2]\n"
     "if rank == 0:\n"
-    "    srv = socket.create_server(('0.0.0.0', 29611)); c, _ = srv.accept()\n"
+    "    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)\n"
+    "    srv.bind(('0.0.0.0', 29611)); srv.listen(); c, _ = srv.accept(); time.sleep(0.3)\n"
     "    while c.recv(1 << 16): pass\n"
     "else:\n"
     "    for _ in range(200):\n"
@@ -228,6 +239,8 @@ def test_a_real_loss_run_matches_tshark(tmp_path: Path) -> None:
     ack_flow = (data_flow[2], data_flow[3], data_flow[0], data_flow[1])
     assert got[ack_flow]["dup_acks"] > 0, got
     assert got[data_flow]["retransmissions"] > 0, got
+    assert got[ack_flow]["zero_window"] > 0, got
+    assert got[data_flow]["window_full"] > 0, got
     assert got[data_flow]["payload_bytes"] >= 4 << 20, got
     assert total["rtt_samples"] > 100, total
 
