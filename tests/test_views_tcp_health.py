@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from tests.conftest import netns_made_by, require_tool
 from tests.runs import check_loss
 from tests.test_reader_corpus import ERRORS, FILES, TSHARK_SUBSECOND_OVERFLOW, read_all
+from tests.test_runners_run import TINY
 from tracecore.cli.app import app
 from tracecore.ingest import ingest, open_catalog
 
@@ -97,6 +98,18 @@ def view_flows(con, run: str) -> dict[tuple, dict]:
     return {tuple(r[:4]): dict(zip(cols, r[4:], strict=True)) for r in got}
 
 
+def ingested_flows(captures: Path, data: Path) -> tuple[dict[tuple, dict], bool]:
+    """`view_flows` of `captures` (one run) ingested into `data`, and whether any flow's reverse was seen."""
+    assert not ingest([captures], data, jobs=1).failed
+    con = open_catalog(data)
+    try:
+        (run,) = con.execute("SELECT DISTINCT run FROM _files").fetchall()[0]
+        reverse = con.execute("SELECT bool_or(reverse_seen) FROM tcp_health").fetchall()[0][0]
+        return view_flows(con, run), reverse
+    finally:
+        con.close()
+
+
 def compare(got: dict[tuple, dict], want: dict[tuple, dict], where: str) -> Counter:
     """Every flow's counts equal; the RTT samples' count, min, median and max equal to the µs (the count
     only where tshark's clock is wrong: TSHARK_SUBSECOND_OVERFLOW)."""
@@ -156,35 +169,6 @@ def test_every_tcp_flow_of_the_corpus_matches_tshark(corpus_dir: Path, tcp_corpu
     assert total["rtt_samples"] > 150, total
 
 
-LOSS_EXPERIMENT = """
-[experiment]
-out = "{out}"
-timeout_s = 90
-on_failure = "continue"
-
-[backend]
-kind = "netns"
-
-[capture]
-snaplen = 96
-filter = "src host {{ip}}"
-
-[launcher]
-kind = "command"
-python = "{python}"
-program = {program}
-
-[matrix]
-framework = ["torch_ddp"]
-model = ["resnet8w4"]
-optimizer = ["sgd"]
-batch_size = [4]
-backend = ["gloo"]
-loss = [5]
-topology = ["ring"]
-workers = [2]
-"""
-
 # rank 0 reads one TCP stream to its end, through a small receive buffer it leaves full for 0.3 s
 # (zero windows, segments that fill the window); rank 1 sends it 4 MB (retrying until rank 0 listens)
 TRANSFER = (
@@ -214,8 +198,11 @@ def test_a_real_loss_run_matches_tshark(tmp_path: Path) -> None:
         require_tool(tool)
     out = tmp_path / "pcaps"
     program = json.dumps([sys.executable, "-c", TRANSFER, "{rank}", "{master_addr}"])  # a TOML array
+    text = TINY.format(out=out, python=sys.executable).replace('kind = "ddp"', 'kind = "command"')
     exp = tmp_path / "loss.toml"
-    exp.write_text(LOSS_EXPERIMENT.format(out=out, python=sys.executable, program=program))
+    exp.write_text(
+        text.replace("loss = [0, 1]", "loss = [5]").replace("[launcher]", f"[launcher]\nprogram = {program}")
+    )
     res = CliRunner().invoke(app, ["run", str(exp)])
     assert res.exit_code == 0, res.output
     assert not netns_made_by(os.getpid())
@@ -224,14 +211,7 @@ def test_a_real_loss_run_matches_tshark(tmp_path: Path) -> None:
     captures = sorted(run_dir.glob("worker-*-tcpdump.pcap"))
     merged = tmp_path / "merged.pcap"
     subprocess.run(["mergecap", "-F", "pcap", "-w", str(merged), *map(str, captures)], check=True)
-    data = tmp_path / "data"
-    assert not ingest([run_dir], data, jobs=1).failed
-    con = open_catalog(data)
-    try:
-        (run,) = con.execute("SELECT DISTINCT run FROM _files").fetchall()[0]
-        got = view_flows(con, run)
-    finally:
-        con.close()
+    got, _ = ingested_flows(run_dir, tmp_path / "data")
     want = tshark_flows(merged, _rows(merged))
     total = compare({k: got[k] for k in want}, want, "merged")
     # the transfer's connection (connection attempts before rank 0 listened are flows of their own)
@@ -246,15 +226,7 @@ def test_a_real_loss_run_matches_tshark(tmp_path: Path) -> None:
 
     # the sender's file alone: one direction
     sender = next(p for p in captures if p.name.startswith("worker-1"))
-    alone = tmp_path / "alone"
-    assert not ingest([sender], alone, jobs=1).failed
-    con = open_catalog(alone)
-    try:
-        (run,) = con.execute("SELECT DISTINCT run FROM _files").fetchall()[0]
-        one = view_flows(con, run)
-        reverse = con.execute("SELECT bool_or(reverse_seen) FROM tcp_health").fetchall()[0][0]
-    finally:
-        con.close()
+    one, reverse = ingested_flows(sender, tmp_path / "alone")
     shark = tshark_flows(sender, _rows(sender))
     compare(one, shark, "sender alone")
     # without the receiver's duplicate ACKs no fast retransmission is recognised: one sent soon after
