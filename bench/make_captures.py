@@ -4,6 +4,7 @@
     python -m bench.make_captures --size 2GB --size 8GB [--snaplen 128] [--both-directions]
     python -m bench.make_captures --ddp [--loss 1]     # paper-like DDP run(s), gloo ring, 4 workers
     python -m bench.make_captures --matrix small       # 6 short DDP runs (~13 s each) → OUT/matrix_small/
+    python -m bench.make_captures --ddp-set            # 3 DDP runs, ~500 MB at snaplen 100 → OUT/ddp_set/
     python -m bench.make_captures --smoke              # seconds: tiny iperf3 ring + tiny DDP run
     python -m bench.make_captures --sample             # regenerate tracecore/sample/
 
@@ -44,6 +45,16 @@ MATRIX_SMALL = [
     DDPConfig(depth=20, width=8, batch_size=16, epochs=2, steps_per_epoch=8),
     DDPConfig(depth=8, width=8, batch_size=16, epochs=2, steps_per_epoch=8, loss_pct=1.0),
 ]
+
+# The fixed-cost benchmark's set (bench/fixed_costs.py): three 4-worker runs of a few hundred MB in all,
+# the size of a typical measurement, captured like the paper's (sender side, snaplen 100). A wider
+# ResNet-20 at a small batch puts more gradient bytes on the wire per CPU second of training.
+DDP_SET = [
+    DDPConfig(depth=20, width=32, batch_size=4, epochs=2, steps_per_epoch=30),
+    DDPConfig(depth=20, width=32, batch_size=8, epochs=2, steps_per_epoch=30),
+    DDPConfig(depth=20, width=32, batch_size=4, epochs=2, steps_per_epoch=30, loss_pct=1.0),
+]
+DDP_SET_SNAPLEN = 100
 
 SMOKE_DDP = DDPConfig(depth=8, width=4, batch_size=4, epochs=1, steps_per_epoch=3)
 SMOKE_RING_BYTES = 200_000
@@ -138,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ddp", action="store_true", help="paper-like DDP run (ResNet-20, batch 32, 40 steps)")
     ap.add_argument("--loss", type=float, action="append", default=[], help="DDP run with this loss %%")
     ap.add_argument("--matrix", choices=["small"], help="several short DDP configurations")
+    ap.add_argument("--ddp-set", action="store_true", help="3 DDP runs, ~500 MB, snaplen 100")
     ap.add_argument("--smoke", action="store_true", help="tiny iperf3 ring + tiny DDP run (seconds)")
     ap.add_argument("--sample", action="store_true", help="regenerate tracecore/sample/")
     ap.add_argument("--snaplen", type=parse_snaplen, help="default: 128 for DDP, full for iperf3")
@@ -148,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="per DDP run, seconds")
     args = ap.parse_args(argv)
 
-    if not (args.size or args.ddp or args.loss or args.matrix or args.smoke or args.sample):
+    if not (args.size or args.ddp or args.loss or args.matrix or args.ddp_set or args.smoke or args.sample):
         args.size, args.ddp, args.loss = [parse_size("2GB")], True, [1.0]
     out = args.out or (REPO / "bench" / "data" / ("smoke" if args.smoke else ""))
     out = out.resolve()
@@ -167,10 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     jobs.extend(("ddp", DDPConfig(**{**DDP_MAIN.__dict__, "loss_pct": pct})) for pct in args.loss)
     if args.matrix == "small":
         jobs.extend(("matrix", c) for c in MATRIX_SMALL)
+    if args.ddp_set:
+        jobs.extend(("ddp-set", c) for c in DDP_SET)
     if args.sample:
         jobs.append(("sample", None))
 
-    if any(kind in ("ddp", "matrix", "sample") for kind, _ in jobs):
+    if any(kind in ("ddp", "matrix", "ddp-set", "sample") for kind, _ in jobs):
         ensure_torch()
     stale = cleanup_stale()
     if stale:
@@ -189,11 +203,12 @@ def main(argv: list[str] | None = None) -> int:
                 assert isinstance(job, int)
                 print(f"iperf3 ring to {human_size(job)} of pcap (snaplen {ring_snap}) …", flush=True)
                 dirs = [iperf_to_size(job, out, ring_snap, both, args.rate)]
-            elif kind in ("ddp", "matrix"):
+            elif kind in ("ddp", "matrix", "ddp-set"):
                 assert isinstance(job, DDPConfig)
                 print(f"DDP {job.run_name}: {job.steps} steps …", flush=True)
-                root = out / "matrix_small" if kind == "matrix" else out
-                dirs = [run_ddp(job, root, snaplen=ddp_snap, sender_only=not both, timeout_s=args.timeout)]
+                root = {"matrix": out / "matrix_small", "ddp-set": out / "ddp_set"}.get(kind, out)
+                snap = (args.snaplen or DDP_SET_SNAPLEN) if kind == "ddp-set" else ddp_snap
+                dirs = [run_ddp(job, root, snaplen=snap, sender_only=not both, timeout_s=args.timeout)]
             else:
                 sample = REPO / "tracecore" / "sample"
                 print(f"sample → {sample} …", flush=True)

@@ -206,6 +206,10 @@ class Fields:
     src_port: int | None = None
     dst_port: int | None = None
     tcp_flags: int | None = None
+    tcp_seq: int | None = None
+    tcp_ack: int | None = None
+    tcp_window: int | None = None
+    tcp_window_scale: int | None = None
     l4_payload_len: int | None = None
     ip_fragment: bool | None = None
     dscp: int | None = None
@@ -374,12 +378,18 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
     if proto in (6, 17, 136, 132) and len(transport) >= 4:
         f.src_port, f.dst_port = struct.unpack_from(">HH", transport)
     if proto == 6:
+        tcp = dpkt.tcp.TCP.__new__(dpkt.tcp.TCP)
+        dpkt.Packet.unpack(tcp, transport[:20].ljust(20, b"\0"))
+        # each field once its bytes are captured: seq (4-8), ack (8-12), window (14-16)
+        f.tcp_seq = tcp.seq if len(transport) >= 8 else None
+        f.tcp_ack = tcp.ack if len(transport) >= 12 else None
+        f.tcp_window = tcp.win if len(transport) >= 16 else None
         if len(transport) >= 14:
-            tcp = dpkt.tcp.TCP.__new__(dpkt.tcp.TCP)
-            dpkt.Packet.unpack(tcp, transport[:20].ljust(20, b"\0"))
             f.tcp_flags = ((transport[12] & 1) << 8) | tcp.flags
             thl = (transport[12] >> 4) * 4
             f.l4_payload_len = payload - thl if payload is not None and payload >= thl else None
+            if tcp.flags & dpkt.tcp.TH_SYN and thl > 20:
+                f.tcp_window_scale = _window_scale(transport[20:thl])
     elif proto in TRANSPORT_HEADER:
         need = TRANSPORT_HEADER[proto]
         f.l4_payload_len = payload - need if payload is not None and payload >= need else None
@@ -394,6 +404,27 @@ def decode(link: int, buf: bytes, frame_len: int) -> Fields:
         elif f.dst_port in VXLAN_PORTS:
             _tunnel(f, transport[8:], "vxlan")
     return f
+
+
+def _window_scale(options: bytes) -> int | None:
+    """The shift of a window scale option (kind 3, length 3) among TCP options as captured, by dpkt's
+    option walk; the walk ends at End of Option List or at an option whose length is below 2 or runs
+    past the captured bytes (dpkt goes on after both; tshark stops, and so does the reader)."""
+    rest = options
+    while rest:
+        kind = rest[0]
+        if kind == dpkt.tcp.TCP_OPT_EOL:
+            return None
+        if kind == dpkt.tcp.TCP_OPT_NOP:
+            rest = rest[1:]
+            continue
+        if len(rest) < 2 or rest[1] < 2 or rest[1] > len(rest):
+            return None
+        (opt,) = dpkt.tcp.parse_opts(rest[: rest[1]])  # dpkt reads this one option
+        if opt[0] == dpkt.tcp.TCP_OPT_WSCALE and len(opt[1]) == 1:
+            return opt[1][0]
+        rest = rest[rest[1] :]
+    return None
 
 
 def _roce_v1(grh: bytes) -> Fields:

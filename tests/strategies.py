@@ -71,6 +71,8 @@ def _none_fields() -> dict:
 # UDP destination ports the reader decodes further (RoCEv2, VXLAN, Geneve): the real corpus in
 # ../shared/corpus-rdma tests those; generated UDP payloads are random bytes.
 DECODED_UDP_PORTS = (4789, 4791, 6081, 8472)
+# A later fragment's fields: its TCP header (if any) is in the first fragment.
+NO_TCP_HEADER = dict.fromkeys(("tcp_seq", "tcp_ack", "tcp_window", "tcp_window_scale"))
 
 
 @st.composite
@@ -81,8 +83,16 @@ def transport(draw: st.DrawFn, proto: int) -> tuple[bytes, dict]:
     dport = draw(st.integers(0, 65535).filter(lambda port: proto != 17 or port not in DECODED_UDP_PORTS))
     if proto == 6:
         flags = draw(st.integers(0, 0x1FF))
-        opts = b"\x01" * (4 * draw(st.integers(0, 3)))  # NOP options: data offset 5..8
-        tcp = dpkt.tcp.TCP(sport=sport, dport=dport, flags=flags & 0xFF, opts=opts, data=payload)
+        seq, ack, win = (
+            draw(st.integers(0, 2**32 - 1)),
+            draw(st.integers(0, 2**32 - 1)),
+            draw(st.integers(0, 65535)),
+        )
+        shift = draw(st.none() | st.integers(0, 14))
+        # NOP options (data offset 5..8), or a window scale option padded by a NOP
+        opts = b"\x01" * (4 * draw(st.integers(0, 3))) if shift is None else b"\x01\x03\x03" + bytes([shift])
+        tcp = dpkt.tcp.TCP(sport=sport, dport=dport, flags=flags & 0xFF, opts=opts, data=payload, seq=seq,
+                           ack=ack, win=win)  # fmt: skip
         tcp.off = 5 + len(opts) // 4
         raw = bytearray(bytes(tcp))
         raw[12] = (raw[12] & 0xF0) | (flags >> 8)
@@ -90,6 +100,10 @@ def transport(draw: st.DrawFn, proto: int) -> tuple[bytes, dict]:
             "src_port": sport,
             "dst_port": dport,
             "tcp_flags": flags,
+            "tcp_seq": seq,
+            "tcp_ack": ack,
+            "tcp_window": win,
+            "tcp_window_scale": shift if flags & 0x002 else None,  # read from SYNs only
             "l4_payload_len": len(payload),
         }
     if proto == 17:
@@ -125,7 +139,7 @@ def ipv4(draw: st.DrawFn) -> tuple[bytes, dict]:
     elif frag == "later":
         ip.mf = draw(st.booleans())
         ip.offset = draw(st.integers(1, 0x1FFF))
-        fields.update(src_port=None, dst_port=None, tcp_flags=None, l4_payload_len=len(body))
+        fields.update(src_port=None, dst_port=None, tcp_flags=None, l4_payload_len=len(body), **NO_TCP_HEADER)
     if draw(st.booleans()):  # IP options make the header longer than 20 bytes
         ip.opts = b"\x01\x01\x01\x00"
         ip.hl = 6
@@ -174,7 +188,13 @@ def ipv6(draw: st.DrawFn) -> tuple[bytes, dict]:
         k = exts.index(44)
         fields["ip_proto"] = exts[k + 1] if k + 1 < len(exts) else proto
         tail = b"".join(built[k + 1 :])
-        fields.update(src_port=None, dst_port=None, tcp_flags=None, l4_payload_len=len(tail) + len(body))
+        fields.update(
+            src_port=None,
+            dst_port=None,
+            tcp_flags=None,
+            l4_payload_len=len(tail) + len(body),
+            **NO_TCP_HEADER,
+        )
     return raw, fields
 
 

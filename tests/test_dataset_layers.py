@@ -57,7 +57,7 @@ def test_dense_parts_store_no_layer_column(mixed: Path) -> None:
                 == [n for n in DATASET_SCHEMA.names if n not in LAYER_COLUMNS]
             )
             assert not any(f.nullable for f in schema), path
-            assert pq.read_metadata(mixed / path).metadata[b"tracecore.schema_version"] == b"4"
+            assert pq.read_metadata(mixed / path).metadata[b"tracecore.schema_version"] == b"5"
 
 
 def test_packets_has_every_column_typed_with_nulls_on_tcp_rows(mixed: Path) -> None:
@@ -74,14 +74,18 @@ def test_packets_has_every_column_typed_with_nulls_on_tcp_rows(mixed: Path) -> N
                 *zip(expect.columns, map(str, expect.types), strict=True),
                 ("ts", "TIMESTAMP_NS"),
             ], view
-        counts = ", ".join(f"count({c})" for c in LAYER_COLUMNS)
+        rdma_tunnel = [c for c in LAYER_COLUMNS if c != "tcp_window_scale"]  # a SYN's: the only TCP one
+        counts = ", ".join(f"count({c})" for c in rdma_tunnel)
         tcp = con.execute(
-            f"SELECT count(*), {counts} FROM packets_all WHERE run = ? AND ip_proto = 6", [SAMPLE_RUN]
+            f"SELECT count(*), count(tcp_window_scale), count(*) FILTER (tcp_flags & 2 = 2), {counts}"
+            " FROM packets_all WHERE run = ? AND ip_proto = 6",
+            [SAMPLE_RUN],
         ).fetchall()[0]
         assert tcp[0] > 16_000
-        assert tcp[1:] == (0,) * len(LAYER_COLUMNS)
+        assert tcp[1] == tcp[2] > 0  # every SYN of Linux's handshakes carries its window scale
+        assert tcp[3:] == (0,) * len(rdma_tunnel)
         sums = ", ".join(
-            f"sum({c})" for c in LAYER_COLUMNS if c not in ("tunnel", "inner_src_ip", "inner_dst_ip")
+            f"sum({c})" for c in rdma_tunnel if c not in ("tunnel", "inner_src_ip", "inner_dst_ip")
         )
         got = con.execute(
             f"SELECT count(*), count(rdma_opcode), {sums} FROM packets_all WHERE run = ?", [NCCL]

@@ -51,7 +51,7 @@ def test_every_part_file_says_what_it_holds(sample: Path) -> None:
     for part in parts:
         meta = {k.decode(): v.decode() for k, v in pq.read_metadata(part).metadata.items()}
         assert meta["tracecore.version"] == tracecore.__version__ == "0.1.0"
-        assert meta["tracecore.schema_version"] == str(SCHEMA_VERSION) == "4"
+        assert meta["tracecore.schema_version"] == str(SCHEMA_VERSION) == "5"
         assert meta["tracecore.run"] == SAMPLE_RUN
         assert meta["tracecore.ts_ns"].startswith("UTC nanoseconds since 1970-01-01T00:00:00Z")
         units = json.loads(meta["tracecore.units"])
@@ -80,7 +80,7 @@ def test_packets_has_a_timestamp_column_next_to_ts_ns(sample: Path) -> None:
         assert row[1].replace(microsecond=0) == first
         frame = con.sql("SELECT ts FROM packets LIMIT 3").pl()
         assert frame.schema["ts"] == pl.Datetime("ns")
-        assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("4",)
+        assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("5",)
     finally:
         con.close()
 
@@ -89,8 +89,8 @@ def test_a_dataset_from_a_future_tracecore_is_refused_in_one_line(sample: Path) 
     _set_meta(sample, "schema_version", str(SCHEMA_VERSION + 1))
     before = sorted(p.relative_to(sample) for p in (sample / "packets").rglob("*.parquet"))
     expected = (
-        f"{sample / 'tracecore.duckdb'}: dataset schema version 5 is newer than this tracecore 0.1.0 reads"
-        " (versions 1 to 4); upgrade tracecore (pip install -U tracecore) or re-ingest the captures into"
+        f"{sample / 'tracecore.duckdb'}: dataset schema version 6 is newer than this tracecore 0.1.0 reads"
+        " (versions 1 to 5); upgrade tracecore (pip install -U tracecore) or re-ingest the captures into"
         " a new --data folder"
     )
     with pytest.raises(DatasetVersionError) as err:
@@ -105,7 +105,9 @@ def test_a_dataset_from_a_future_tracecore_is_refused_in_one_line(sample: Path) 
 
 
 # The packet columns of schema versions 1 and 2 (version 3 added dscp, ecn, rdma_*, tunnel, vni, inner_*).
-VERSION_2_COLUMNS = PACKET_SCHEMA.names[: PACKET_SCHEMA.get_field_index("ip_fragment") + 1]
+VERSION_2_COLUMNS = [n for n in PACKET_SCHEMA.names[: PACKET_SCHEMA.get_field_index("ip_fragment") + 1]
+                     if not n.startswith("tcp_") or n == "tcp_flags"]  # fmt: skip
+TCP_HEADER_COLUMNS = ["tcp_seq", "tcp_ack", "tcp_window", "tcp_window_scale"]  # schema version 5's
 
 
 def _make_version_1(out: Path) -> None:
@@ -142,9 +144,9 @@ def test_an_older_dataset_is_read_and_upgraded_by_the_next_ingest(tmp_path: Path
     for part in (sample / "packets").rglob("*.parquet"):
         meta = pq.read_metadata(part).metadata
         assert pq.read_schema(part).field("frame_len").type == pa.int64(), part
-        assert meta[b"tracecore.schema_version"] == b"4", part
+        assert meta[b"tracecore.schema_version"] == b"5", part
     con = open_catalog(sample)
-    assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("4",)
+    assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("5",)
     assert (
         con.execute(
             "SELECT count(*), sum(frame_len), sum(l4_payload_len) FROM packets WHERE run = ?",
@@ -236,7 +238,7 @@ def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_inges
             assert names == DATASET_SCHEMA.names, part
         else:  # the new run's: dense parts without the layer columns
             assert names in (DATASET_SCHEMA.names, DENSE_SCHEMA.names), part
-        assert pq.read_metadata(part).metadata[b"tracecore.schema_version"] == b"4", part
+        assert pq.read_metadata(part).metadata[b"tracecore.schema_version"] == b"5", part
     con = open_catalog(sample)
     rows = con.execute(
         "SELECT run = ? AS old, count(*), sum(frame_len), count(DISTINCT src_ip), count(ip_version),"
@@ -247,12 +249,13 @@ def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_inges
     con.close()
     assert rows == [(False, 2930, 2414910, 4, 2906, 2906, 2906, 0, 0, 0), (True, *want, 17015, 0, 0, 0, 0, 0)]
     meta = _meta_of(sample / "tracecore.duckdb")
-    assert meta["schema_version"] == "4"  # the files were upgraded: the catalog says so
+    assert meta["schema_version"] == "5"  # the files were upgraded: the catalog says so
 
 
-def _make_version_3(out: Path) -> None:
-    """What tracecore wrote before schema version 4: dense parts with every column (the layer columns
-    nullable and null), `_files` without `layers` (read as NULL), `_meta.schema_version` 3."""
+def _make_older(out: Path, version: int) -> None:
+    """What tracecore wrote before schema version 5 (no TCP header columns): version 4's dense parts
+    without the layer columns, `_files.layers` false for them; version 3's dense parts with every
+    column (the layer columns nullable and null), `_files` without `layers` (read as NULL)."""
     from tracecore.ingest import catalog, layout
 
     state = catalog.load_state(out)
@@ -261,56 +264,65 @@ def _make_version_3(out: Path) -> None:
     for row in rows:
         part = out / row["path"]
         table = pq.read_table(part)
-        meta = part_metadata(row["run"], row["file"]) | {"tracecore.schema_version": "3"}
-        if row["layers"] is False:
+        meta = part_metadata(row["run"], row["file"]) | {"tracecore.schema_version": str(version)}
+        if row["layers"] is False and version == 3:
             for f in DATASET_SCHEMA:
                 if f.name not in table.column_names:
                     table = table.append_column(f.name, pa.nulls(table.num_rows, f.type))
             schema = pa.schema([f.with_nullable(f.name in LAYER_COLUMNS) for f in DATASET_SCHEMA])
             table = table.select(schema.names).cast(schema)
+        table = table.drop_columns([c for c in TCP_HEADER_COLUMNS if c in table.column_names])
         pq.write_table(table.replace_schema_metadata(meta), part)
         row["size"], row["checksum"] = layout.part_id(part)
-        row["layers"] = None
+        row["layers"] = row["layers"] if version == 4 else None
     state.tables["_files"] = pa.Table.from_pylist(rows, schema=files.schema)
-    state.schema_version = 3
+    state.schema_version = version
     catalog.commit_catalog(out, state)
 
 
-def test_a_version_3_dataset_is_read_and_kept_as_it_is_by_the_next_ingest(
-    tmp_path: Path, sample: Path
+@pytest.mark.parametrize("version", [3, 4])
+def test_a_dataset_without_tcp_header_columns_reads_them_null_and_gains_them_at_the_next_ingest(
+    tmp_path: Path, sample: Path, version: int
 ) -> None:
-    """Version 3's part files all store every column: they are version 4 files as they are. The
-    dataset reads the same, and the next ingest rewrites none of them, writes its own dense parts
-    without the layer columns and records version 4."""
+    """Version 3 and 4 part files lack version 5's TCP header columns: the dataset reads the same with
+    those columns NULL of their type, and the next ingest rewrites each old file with them null (the
+    captures' values are not in the files), records version 5 and every old file as storing every
+    column, without a warning; the new run's files carry the values."""
     con = open_catalog(sample)
-    want = con.execute("SELECT * FROM packets ORDER BY worker, ts_ns").fetchall()
+    without_tcp_header = "SELECT * EXCLUDE (tcp_seq, tcp_ack, tcp_window, tcp_window_scale) FROM packets"
+    want = con.execute(f"{without_tcp_header} ORDER BY worker, ts_ns").fetchall()
     types = con.execute("DESCRIBE packets").fetchall()
+    assert con.execute("SELECT count(tcp_seq), count(tcp_window_scale) FROM packets").fetchall()[0][0] > 0
     con.close()
-    _make_version_3(sample)
+    _make_older(sample, version)
     old = {p: p.stat().st_mtime_ns for p in (sample / "packets").rglob("*.parquet")}
-    assert {tuple(pq.read_schema(p).names) for p in old} == {tuple(DATASET_SCHEMA.names)}
-    assert _meta_of(sample / "tracecore.duckdb")["schema_version"] == "3"
+    assert not any("tcp_seq" in pq.read_schema(p).names for p in old)
+    assert _meta_of(sample / "tracecore.duckdb")["schema_version"] == str(version)
     con = open_catalog(sample)
     assert con.execute("DESCRIBE packets").fetchall() == types
-    assert con.execute("SELECT * FROM packets ORDER BY worker, ts_ns").fetchall() == want
+    assert con.execute("SELECT count(tcp_seq), count(tcp_window_scale) FROM packets").fetchall() == [(0, 0)]
     con.close()
     summary = ingest([copy_run(tmp_path / "more", "both")], sample, jobs=1)
     assert not summary.failed
     assert not summary.warnings, summary.warnings  # no part file "changed since it was written"
-    assert {p: p.stat().st_mtime_ns for p in old} == old  # not rewritten
-    assert _meta_of(sample / "tracecore.duckdb")["schema_version"] == "4"
+    assert all(p.stat().st_mtime_ns != t for p, t in old.items())  # each rewritten
+    assert {tuple(pq.read_schema(p).names) for p in old} == {tuple(DATASET_SCHEMA.names)}
+    assert _meta_of(sample / "tracecore.duckdb")["schema_version"] == "5"
     con = open_catalog(sample)
     try:
-        layers = con.execute("SELECT run = ? AS old, layers, count(*) FROM _files GROUP BY ALL ORDER BY ALL",
-                             [SAMPLE_RUN]).fetchall()  # fmt: skip
-        assert layers == [(False, False, 4), (False, True, 4), (True, None, 8)]
+        layers = con.execute("SELECT DISTINCT layers FROM _files WHERE run = ?", [SAMPLE_RUN]).fetchall()
+        assert layers == [(True,)]
         assert con.execute("DESCRIBE packets").fetchall() == types
         got = con.execute(
-            "SELECT * FROM packets WHERE run = ? ORDER BY worker, ts_ns", [SAMPLE_RUN]
+            f"{without_tcp_header} WHERE run = ? ORDER BY worker, ts_ns", [SAMPLE_RUN]
         ).fetchall()
         assert got == want
-        counts = con.execute("SELECT count(*), count(tcp_flags), count(rdma_opcode) FROM packets").fetchall()
-        assert counts == [(17027 + 2930, 17015 + 2906, 0)]
+        counts = con.execute(
+            "SELECT run = ? AS old, count(*), count(tcp_flags), count(tcp_seq), count(tcp_window)"
+            " FROM packets GROUP BY ALL ORDER BY old",
+            [SAMPLE_RUN],
+        ).fetchall()
+        assert counts == [(False, 2930, 2906, 2906, 2906), (True, 17027, 17015, 0, 0)]
     finally:
         con.close()
 
@@ -422,7 +434,10 @@ def test_nccl_tables_from_before_tree_lines_and_unknown_lines_were_read(
 
 
 # packets_window passes the packets through: their DSCP and ECN were read from version 3 files only
-ALL_ROWS = {"packets_window": "SELECT * EXCLUDE (dscp, ecn) FROM packets_window"}
+ALL_ROWS = {
+    "packets_window": "SELECT * EXCLUDE (dscp, ecn, tcp_seq, tcp_ack, tcp_window, tcp_window_scale)"
+    " FROM packets_window"
+}
 
 
 @pytest.mark.parametrize("rebuilt", ["in place", "in memory"])
@@ -462,7 +477,8 @@ def test_a_version_2_dataset_runs_every_view_before_any_re_ingest(sample: Path, 
     finally:
         if fd is not None:
             lock.release(fd)
-    for name in view_names():
+    assert (len(before["tcp_health"]), after.pop("tcp_health")) == (22, [])  # no TCP header fields before 5
+    for name in after:
         assert sorted(after[name], key=repr) == sorted(before[name], key=repr), name
     meta = _meta_of(sample / "tracecore.duckdb")
     assert meta["schema_version"] == "2"

@@ -71,6 +71,7 @@ VIEW_ROWS = {
     "run_meta": 2,
     "run_summary": 2,
     "step_breakdown": 0,
+    "tcp_health": 40,  # directed TCP flows of both runs, each with its reverse (both-directions captures)
     "temporal_flows": 76,
     "throughput_ci": 2,
     "topology_check": 2 * 12,

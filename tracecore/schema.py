@@ -27,6 +27,10 @@ PACKET_FIELDS: list[pa.Field] = [
     pa.field("src_port", pa.uint16()),  # TCP/UDP/SCTP ports; null for non-first fragments
     pa.field("dst_port", pa.uint16()),
     pa.field("tcp_flags", pa.uint16()),  # 9 TCP flag bits (NS..FIN), null when not TCP
+    pa.field("tcp_seq", pa.uint32()),  # TCP sequence number as sent (raw, not relative), null when not TCP
+    pa.field("tcp_ack", pa.uint32()),  # TCP acknowledgment number field, whatever the ACK flag says
+    pa.field("tcp_window", pa.uint16()),  # TCP window field, unscaled
+    pa.field("tcp_window_scale", pa.uint8()),  # a SYN's window scale shift (option 3); null elsewhere
     pa.field("l4_payload_len", pa.uint32()),  # transport payload bytes per IP lengths
     pa.field("ip_fragment", pa.bool_()),  # true for any IP fragment (first or later)
     pa.field("dscp", pa.uint8()),  # outer IPv4/IPv6 header's DSCP (TOS / traffic class >> 2)
@@ -66,11 +70,14 @@ PACKET_COLUMNS = [f.name for f in PACKET_FIELDS]
 # INT64_COLUMNS: every byte count, BYTE_COLUMNS and those of version 3's RDMA columns.
 BYTE_COLUMNS = ("frame_len", "cap_len", "l4_payload_len")
 INT64_COLUMNS = (*BYTE_COLUMNS, "rdma_payload_len", "rdma_reth_dma_len")
-# The columns of a layer most packets lack (RDMA, tunnels): null on TCP rows, so the ingest writer's
-# part files of fully set rows (`writer.split_dense`: "dense" parts) leave them out, and the catalog's
-# packets views add them back as typed NULLs (`catalog.packets_all_sql`).
+# The columns of a layer most packets lack (RDMA, tunnels, a SYN's window scale option): null on
+# nearly all TCP rows, so the ingest writer's part files of fully set rows (`writer.split_dense`:
+# "dense" parts) leave them out, and the catalog's packets views add them back as typed NULLs
+# (`catalog.packets_all_sql`).
 LAYER_COLUMNS = tuple(
-    f.name for f in PACKET_FIELDS if f.name.startswith(("rdma_", "inner_", "tunnel", "vni"))
+    f.name
+    for f in PACKET_FIELDS
+    if f.name.startswith(("rdma_", "inner_", "tunnel", "vni")) or f.name == "tcp_window_scale"
 )
 DATASET_FIELDS: list[pa.Field] = [
     f.with_type(pa.int64()) if f.name in INT64_COLUMNS else f for f in PACKET_FIELDS
@@ -83,7 +90,8 @@ DATASET_SCHEMA = pa.schema(DATASET_FIELDS)
 # (rdma_*) and tunnel (tunnel, vni, inner_*) columns (older part files are rewritten with them null);
 # 4: dense part files (every row fully set: TCP) omit LAYER_COLUMNS, null in all their rows
 # (`_files.layers` is false for them); version 3 files are version 4 files that store every column.
-SCHEMA_VERSION = 4
+# 5: tcp_seq, tcp_ack, tcp_window, tcp_window_scale (older part files are rewritten with them null).
+SCHEMA_VERSION = 5
 OLDEST_READABLE_SCHEMA = 1
 
 TS_NS_MEANING = "UTC nanoseconds since 1970-01-01T00:00:00Z (Unix epoch), from the capture's record"
@@ -100,6 +108,10 @@ UNITS: dict[str, str] = {
     "src_port": "port number",
     "dst_port": "port number",
     "tcp_flags": "bit set, NS..FIN (9 bits)",
+    "tcp_seq": "TCP sequence number (32 bit, as sent)",
+    "tcp_ack": "TCP acknowledgment number (32 bit, as sent; meaningful when tcp_flags has ACK, 0x010)",
+    "tcp_window": "TCP window field (16 bit, before scaling)",
+    "tcp_window_scale": "shift count of the SYN's window scale option (the window is tcp_window << it)",
     "l4_payload_len": "bytes (transport payload, from IP lengths)",
     "ip_fragment": "boolean",
     "dscp": "DSCP code point (0-63)",

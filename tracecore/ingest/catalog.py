@@ -147,8 +147,8 @@ def packets_all_sql(
     mapped back to the names. `dense`: the files of `files` that omit schema.LAYER_COLUMNS (dense
     parts, `_files.layers` false): a scan of their own adds those columns as NULL of their type.
     Part files of an older `schema_version` may lack columns added since (version 3's dscp, ecn, RDMA
-    and tunnel columns): they read as NULL of their type, so every view runs on an older dataset
-    before the next ingest upgrades its files (`upgrade.py`).
+    and tunnel columns, version 5's TCP seq, ack and window): they read as NULL of their type, so
+    every view runs on an older dataset before the next ingest upgrades its files (`upgrade.py`).
 
     Why two scans and not one `read_parquet(..., union_by_name = true)`: that reads the footer of
     every part file whenever a query is planned, even of the runs its filter prunes (measured in
@@ -177,16 +177,19 @@ def packets_all_sql(
             " hive_partitioning = true, hive_types = {'run': VARCHAR, 'worker': VARCHAR})"
         )
 
-    if schema_version < SCHEMA_VERSION:  # no dense parts before version 4 (the ingest that writes
-        # them upgrades the dataset first). Today's columns in today's order and types, each filled
+    full = [f for f in files if f not in dense]
+    if schema_version < SCHEMA_VERSION:  # Today's columns in today's order and types, each filled
         # from the files where they have it: UNION BY NAME with an empty typed row set adds what the
-        # files lack as NULL (whether or not they do).
+        # files lack as NULL (whether or not they do). Each kind of part (version 4's dense parts
+        # lack the layer columns) is a scan of its own, as below.
         widened = ", ".join(f"{c}::BIGINT AS {c}" for c in BYTE_COLUMNS)  # version 1 stored uint32
-        stored = scan(files, f"* EXCLUDE (run, worker) REPLACE ({widened})")
-        return f"SELECT * FROM ({packets_all_sql(root, [])}) UNION ALL BY NAME ({stored})"
+        kinds = [kind for kind in (full, sorted(dense)) if kind]
+        stored = " UNION ALL BY NAME ".join(
+            f"({scan(kind, f'* EXCLUDE (run, worker) REPLACE ({widened})')})" for kind in kinds
+        )
+        return f"SELECT * FROM ({packets_all_sql(root, [])}) UNION ALL BY NAME {stored}"
     every = ", ".join(f.name for f in DATASET_FIELDS)
     lean = ", ".join(f"{_null(f)} AS {f.name}" if f.name in LAYER_COLUMNS else f.name for f in DATASET_FIELDS)
-    full = [f for f in files if f not in dense]
     scans = ([scan(full, every)] if full else []) + ([scan(sorted(dense), lean)] if dense else [])
     return "\nUNION ALL\n".join(scans)
 

@@ -7,7 +7,10 @@ tunnels), which one read_parquet over old and new files would not see. Each file
 itself and renamed over itself: its rows are unchanged, the columns it lacks are added null (the file
 is then of the nullable kind: its old rows have no DSCP to give), so a crash between two files
 leaves a readable dataset the next ingest finishes. Version 3 files are version 4 files as they
-are (version 4 only lets dense parts omit the layer columns): nothing to rewrite. `_files` records
+are (version 4 only lets dense parts omit the layer columns): nothing to rewrite. Version 4 files lack
+version 5's TCP columns (tcp_seq, tcp_ack, tcp_window, tcp_window_scale) and are rewritten with them
+null: the captures' values are not in the files, and the views that need them (`tcp_health`) give
+nothing for such rows until the captures are ingested again (`--force`). `_files` records
 each rewritten file's new size and checksum, so the next ingest does not take it for a file someone
 changed; so does a file an interrupted upgrade already rewrote (its own metadata is of today's version).
 """

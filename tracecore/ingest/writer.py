@@ -59,6 +59,9 @@ TOP_ADDRESSES = 64
 # twice the encoding time, bench/results/rdma-tcp-ab.md).
 DICT_COLUMNS = [*(f.name for f in DATASET_SCHEMA if pa.types.is_dictionary(f.type)), *BYTE_COLUMNS]
 STATS_COLUMNS = ["ts_ns"]
+# Delta-encoded: the timestamps, and the sequence numbers, which grow by a flow's payload between its
+# packets (plain, they were 4 bytes a packet after zstd; bench/results/tcp-header-fields.md).
+DELTA_COLUMNS = {"ts_ns": "DELTA_BINARY_PACKED", "tcp_seq": "DELTA_BINARY_PACKED"}
 WRITE_BATCH_ROWS = 1 << 16
 
 
@@ -99,7 +102,7 @@ def _open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
         compression="zstd",
         compression_level=1,
         use_dictionary=DICT_COLUMNS,
-        column_encoding={"ts_ns": "DELTA_BINARY_PACKED"},
+        column_encoding=DELTA_COLUMNS,
         write_statistics=STATS_COLUMNS,
         sorting_columns=[pq.SortingColumn(0)],
         data_page_size=1 << 20,

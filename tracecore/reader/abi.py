@@ -30,16 +30,19 @@ NSTATE = 9
 # Column rows of the kernel's arrays (kernel._store writes them, batch.Columns converts them).
 # c8: per packet the first four rows; the RDMA rows only where V_RDMA is set, the tunnel rows only where
 # V_TUNNEL is set (the other rows' values are never read).
+# TCP_VALID (TV_* bits) is written per packet too; TCP_WSCALE only where TCP_VALID has TV_WSCALE.
 IP_VERSION, IP_PROTO, TOS, VALID = range(4)
 RDMA_OPCODE, RDMA_FLAGS, RDMA_SYNDROME, RDMA_VALID = range(4, 8)
 TUNNEL, INNER_VERSION, INNER_PROTO, TUNNEL_VALID = range(8, 12)
-C8_ROWS = 12
-# c16: src_port, dst_port, tcp_flags; inner ports (tunnel rows)
-SRC_PORT, DST_PORT, TCP_FLAGS, INNER_SRC_PORT, INNER_DST_PORT = range(5)
-C16_ROWS = 5
-# c32: l4_payload_len; RDMA rows; vni (tunnel row)
-L4_LEN, RDMA_DEST_QP, RDMA_PSN, RDMA_PAYLOAD_LEN, RDMA_RETH_DMA_LEN, RDMA_DETH_SRC_QP, VNI = range(7)
-C32_ROWS = 7
+TCP_VALID, TCP_WSCALE = range(12, 14)
+C8_ROWS = 14
+# c16: src_port, dst_port, tcp_flags, tcp_window; inner ports (tunnel rows)
+SRC_PORT, DST_PORT, TCP_FLAGS, TCP_WINDOW, INNER_SRC_PORT, INNER_DST_PORT = range(6)
+C16_ROWS = 6
+# c32: l4_payload_len, tcp_seq, tcp_ack; RDMA rows; vni (tunnel row)
+L4_LEN, TCP_SEQ, TCP_ACK = range(3)
+RDMA_DEST_QP, RDMA_PSN, RDMA_PAYLOAD_LEN, RDMA_RETH_DMA_LEN, RDMA_DETH_SRC_QP, VNI = range(3, 9)
+C32_ROWS = 9
 
 # Bits of the VALID row: which fields of the packet are set (the IP fields: ip_version != 0).
 V_PORTS = 1
@@ -57,6 +60,13 @@ R_AETH = 4
 R_DETH = 8
 # Bits of the TUNNEL_VALID row (inner addresses and protocol: INNER_VERSION != 0).
 T_INNER_PORTS = 1
+# Bits of the TCP_VALID row: which TCP header fields the capture holds (each once its bytes are there).
+TV_SEQ = 1
+TV_ACK = 2
+TV_WINDOW = 4
+TV_WSCALE = 8  # a SYN's window scale option (only SYN rows are looked at, after the chunk)
+# st[LAYERS] bit (beyond the VALID byte's): the batch has a row with TV_WSCALE.
+L_WSCALE = 256
 
 # rdma_flags bits, from the BTH.
 F_ACK_REQ = 1  # A: acknowledge request

@@ -40,6 +40,7 @@ from tracecore.reader.compiled import kernels
 from tracecore.schema import PACKET_SCHEMA
 
 RDMA_FIELDS = [PACKET_SCHEMA.field(name) for name in PACKET_SCHEMA.names if name.startswith("rdma_")]
+WSCALE_FIELDS = [PACKET_SCHEMA.field("tcp_window_scale")]
 TUNNEL_FIELDS = [
     PACKET_SCHEMA.field(name) for name in PACKET_SCHEMA.names[PACKET_SCHEMA.get_field_index("tunnel") :]
 ]
@@ -192,6 +193,7 @@ class Columns:
             _prim(pa.uint16(), self.c16[abi.SRC_PORT], n, ports),
             _prim(pa.uint16(), self.c16[abi.DST_PORT], n, ports),
             _prim(pa.uint16(), self.c16[abi.TCP_FLAGS], n, _bitmap(valid & V_FLAGS)),
+            *self._tcp(n, present),
             _prim(pa.uint32(), self.c32[abi.L4_LEN], n, _bitmap(valid & V_L4)),
             pa.Array.from_buffers(
                 pa.bool_(), n, [v_ip, pa.py_buffer(np.packbits(valid >= V_FRAGMENT, bitorder="little"))]
@@ -202,6 +204,22 @@ class Columns:
             *(self._tunnel(n, valid, dictionary) if present & V_TUNNEL else null_columns(TUNNEL_FIELDS, n)),
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=PACKET_SCHEMA)
+
+    def _tcp(self, n: int, present: int) -> list[pa.Array]:
+        """tcp_seq, tcp_ack, tcp_window and tcp_window_scale: each set where the capture holds it (the
+        window scale: SYNs with the option; an all-null column over the shared zeros in other batches)."""
+        tv = self.c8[abi.TCP_VALID, :n]
+        c16, c32 = self.c16, self.c32
+        if present & abi.L_WSCALE:
+            scale = _prim(pa.uint8(), self.c8[abi.TCP_WSCALE], n, _bitmap(tv & abi.TV_WSCALE))
+        else:
+            scale = null_columns(WSCALE_FIELDS, n)[0]
+        return [
+            _prim(pa.uint32(), c32[abi.TCP_SEQ], n, _bitmap(tv & abi.TV_SEQ)),
+            _prim(pa.uint32(), c32[abi.TCP_ACK], n, _bitmap(tv & abi.TV_ACK)),
+            _prim(pa.uint16(), c16[abi.TCP_WINDOW], n, _bitmap(tv & abi.TV_WINDOW)),
+            scale,
+        ]
 
     def _rdma(self, n: int, valid: np.ndarray) -> list[pa.Array]:
         """The rdma_* columns, in PACKET_SCHEMA's order: set where the row has a whole BTH."""

@@ -8,8 +8,10 @@ batch carries int32 dictionary indices and Python formats only the distinct addr
 Compiled functions that take arrays pay reference counting per call, so everything called
 per packet is inlined (`inline="always"`); `parse` returns scalars and `_store` writes them
 (bench/results/reader-notes.md has the measurements behind this shape). Per packet the kernel
-writes 14 column slots: validity is one byte of bits (abi.V_*, ip_fragment one of them), not a
-byte per column, and the IP fields' validity is ip_version != 0. Records are parsed a chunk at a
+writes 14 column slots, and four for TCP's seq, ack, window and their validity: validity is one byte
+of bits (abi.V_*, ip_fragment one of them; abi.TV_* for TCP's), not a byte per column, and the IP
+fields' validity is ip_version != 0. A SYN's window scale option is read after the chunk, like the
+RoCE and tunnel layers below. Records are parsed a chunk at a
 time and the chunk's addresses interned afterwards (`_intern_rows`), which keeps the probe loop out
 of the parse loop. RoCE and tunnel packets are only noted in the parse loop and decoded after the
 chunk (`_pending_layers`), so the TCP path carries none of their code or values
@@ -52,6 +54,7 @@ from tracecore.reader.abi import (
     IP_PROTO,
     IP_VERSION,
     L4_LEN,
+    L_WSCALE,
     LAST_TS,
     LAYERS,
     NSTATE,
@@ -77,12 +80,21 @@ from tracecore.reader.abi import (
     ST_META,
     ST_NEED,
     T_INNER_PORTS,
+    TCP_ACK,
     TCP_FLAGS,
+    TCP_SEQ,
+    TCP_VALID,
+    TCP_WINDOW,
+    TCP_WSCALE,
     TOS,
     TUNNEL,
     TUNNEL_GENEVE,
     TUNNEL_VALID,
     TUNNEL_VXLAN,
+    TV_ACK,
+    TV_SEQ,
+    TV_WINDOW,
+    TV_WSCALE,
     UNSUPPORTED,
     V_FRAGMENT,
     V_PORTS,
@@ -328,7 +340,7 @@ def _no_ip(known, layer, at):
     LAYER_* code and offset (0, 0 otherwise)."""
     z = U64(0)
     i = np.int64(0)
-    return (known, i, i, i, i, i, i, i, i, z, z, z, z, i, np.int64(layer), np.int64(at), i)
+    return (known, i, i, i, i, i, i, i, i, z, z, z, z, i, np.int64(layer), np.int64(at), i, i, i, i, i)
 
 
 # What `parse` found beyond IP for `_layers` to decode (its LAYER_* code; 0: nothing).
@@ -336,6 +348,7 @@ LAYER_ROCEV2 = 1  # a BTH at the UDP payload
 LAYER_VXLAN = 2
 LAYER_GENEVE = 3
 LAYER_ROCEV1 = 4  # a GRH, then a BTH (ethertype 0x8915)
+LAYER_TCP_SYN = 5  # a TCP SYN with options: its window scale (`_window_scale`)
 
 
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
@@ -570,6 +583,31 @@ def _layers(buf, layer, at, end, ulen, n, r, c8, c16, c32, keys):
     return bits
 
 
+@njit(nogil=True, cache=True, _nrt=False)
+def _window_scale(buf, t, end, hdr):
+    """The shift count of the window scale option (RFC 7323, kind 3, length 3) among the options of
+    the TCP header at t (`hdr` bytes long) as far as the capture holds them; -1 when there is none.
+    The walk stops at End of Option List, at a length below 2 and at the captured end, as tshark's."""
+    p = t + 20
+    stop = min(t + hdr, end)
+    while p < stop:
+        kind = np.int64(buf[p])
+        if kind == 0:
+            return np.int64(-1)
+        if kind == 1:
+            p += 1
+            continue
+        if p + 2 > stop:
+            return np.int64(-1)
+        size = np.int64(buf[p + 1])
+        if size < 2 or p + size > stop:
+            return np.int64(-1)
+        if kind == 3 and size == 3:
+            return np.int64(buf[p + 2])
+        p += size
+    return np.int64(-1)
+
+
 @njit(nogil=True, cache=True, _nrt=False, inline="always")
 def _udp_layer(dport, vx):
     """The LAYER_* code of a UDP destination port: RoCEv2's, Geneve's, one of the VXLAN ports `vx`,
@@ -589,8 +627,9 @@ def parse(buf, p, cap, orig, link, vx):
     """Network fields of the frame at buf[p:p+cap], as a tuple of scalars:
     (link known, ip_version (0 = none), ip_proto, ip_fragment, src_port, dst_port, tcp_flags,
     l4_payload_len, validity bits (abi.V_*), src key hi/lo, dst key hi/lo, IP TOS / traffic class,
-    LAYER_* code, its offset, its length per the IP lengths (-1: unknown)): `_layers` decodes the
-    RoCE or tunnel headers a nonzero LAYER_* code points at.
+    LAYER_* code, its offset, its length per the IP lengths (-1: unknown; a SYN's: its TCP header
+    length), tcp seq, ack, window, TCP_VALID bits): `_layers` decodes the RoCE or tunnel headers a
+    nonzero LAYER_* code points at, `_window_scale` a SYN's options.
 
     Why a tuple and not column stores: a call that takes arrays pays reference counting on
     each, per packet; this call takes only `buf`, and `_store` (inlined) writes the columns.
@@ -669,6 +708,10 @@ def parse(buf, p, cap, orig, link, vx):
     valid = np.int64(0)
     layer = np.int64(0)
     ulen = np.int64(0)
+    seq = np.int64(0)
+    ack = np.int64(0)
+    win = np.int64(0)
+    tvalid = np.int64(0)
     if not first:  # a later fragment: no layer-4 header, all of its payload counts
         if payload >= 0:
             l4 = payload
@@ -678,6 +721,17 @@ def parse(buf, p, cap, orig, link, vx):
             sport = _u16be(buf, t)
             dport = _u16be(buf, t + 2)
             valid = np.int64(1)
+        if t + 16 <= end:  # the whole fixed header but its checksum and urgent pointer: the usual case
+            seq = _u32(buf, t + 4, True)
+            ack = _u32(buf, t + 8, True)
+            win = _u16be(buf, t + 14)
+            tvalid = np.int64(TV_SEQ | TV_ACK | TV_WINDOW)
+        elif t + 8 <= end:  # a header cut short: each field once its bytes are there
+            seq = _u32(buf, t + 4, True)
+            tvalid = np.int64(TV_SEQ)
+            if t + 12 <= end:
+                ack = _u32(buf, t + 8, True)
+                tvalid |= TV_ACK
         if t + 14 <= end:  # up to the flags; a header cut shorter gives no flags and no length
             flags = ((np.int64(buf[t + 12]) & 1) << 8) | np.int64(buf[t + 13])
             valid |= 2
@@ -685,6 +739,9 @@ def parse(buf, p, cap, orig, link, vx):
             if payload >= hdr:
                 l4 = payload - hdr
                 valid |= 4
+            if (flags & 2) and hdr > 20:  # a SYN's options: decoded after the chunk
+                layer = np.int64(LAYER_TCP_SYN)
+                ulen = hdr
     else:
         if (pr == 17 or pr == 132 or pr == 136) and t + 4 <= end:
             sport = _u16be(buf, t)
@@ -716,6 +773,10 @@ def parse(buf, p, cap, orig, link, vx):
         layer,
         t,
         ulen,
+        seq,
+        ack,
+        win,
+        tvalid,
     )
 
 
@@ -727,15 +788,41 @@ def _store(f, n, r, c8, c16, c32, keys):
     Row numbers are abi's (IP_VERSION, …); the RDMA and tunnel rows are `_layers`'s. keys rows: src hi,
     src lo, dst hi, dst lo (the inner ones, rows 4-7, are `_layers`'s; see `_intern_rows`).
     """
-    known, version, pr, frag, sport, dport, flags, l4, valid, s_hi, s_lo, d_hi, d_lo, tos, _, _, _ = f
+    (
+        known,
+        version,
+        pr,
+        frag,
+        sport,
+        dport,
+        flags,
+        l4,
+        valid,
+        s_hi,
+        s_lo,
+        d_hi,
+        d_lo,
+        tos,
+        _,
+        _,
+        _,
+        seq,
+        ack,
+        win,
+        tv,
+    ) = f
     c8[IP_VERSION, n] = version
     c8[IP_PROTO, n] = pr
     c8[TOS, n] = tos
     c8[VALID, n] = valid | (frag * V_FRAGMENT)
+    c8[TCP_VALID, n] = tv
     c16[SRC_PORT, n] = sport
     c16[DST_PORT, n] = dport
     c16[TCP_FLAGS, n] = flags
+    c16[TCP_WINDOW, n] = win
     c32[L4_LEN, n] = l4
+    c32[TCP_SEQ, n] = seq
+    c32[TCP_ACK, n] = ack
     keys[0, r] = s_hi
     keys[1, r] = s_lo
     keys[2, r] = d_hi
@@ -775,11 +862,18 @@ def _row(buf, p, cap, orig, ts, ifid, link, n, first, cols, npend):
 def _pending_layers(buf, npend, first, c8, c16, c32, cidx, keys, tab, u_key, u_kind, st):
     """Decode the chunk's `npend` RoCE/tunnel rows `_row` noted (`_layers`), intern their inner
     addresses into the batch's dictionary and OR their validity bits into st[LAYERS] (so the batch's
-    conversion knows which layers it has without a scan)."""
+    conversion knows which layers it has without a scan); a SYN's window scale goes to TCP_WSCALE."""
     for j in range(npend):
         n = np.int64(keys[8, j])
         r = n - first
         ulen = np.int64(keys[12, j]) - 1
+        if np.int64(keys[9, j]) == LAYER_TCP_SYN:
+            shift = _window_scale(buf, np.int64(keys[10, j]), np.int64(keys[11, j]), ulen)
+            if shift >= 0:
+                c8[TCP_WSCALE, n] = shift
+                c8[TCP_VALID, n] |= TV_WSCALE
+                st[LAYERS] |= L_WSCALE
+            continue
         bits = _layers(buf, np.int64(keys[9, j]), np.int64(keys[10, j]), np.int64(keys[11, j]), ulen, n, r,
                        c8, c16, c32, keys)  # fmt: skip
         c8[VALID, n] |= bits

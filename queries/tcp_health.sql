@@ -1,0 +1,207 @@
+-- TCP health per run and directed flow: retransmissions, out-of-order, dup ACKs, window events, RTT.
+-- Kind: answer
+-- Partition: run
+--
+-- Semantics: one row per run and directed flow (src ip and port → dst ip and port) with ≥ 1 TCP packet
+-- whose header the capture holds (tcp_window not NULL: datasets ingested before schema version 5 give
+-- no rows until re-ingested with --force; a first IP fragment counts with payload 0, as tshark without
+-- reassembly). Packets of a flow are taken in time order (ts_ns, then
+-- tcp_seq, tcp_ack); sequence numbers are unwrapped across 2^32 by summing the signed 32-bit steps
+-- between consecutive packets, so flows of any length work. The rules are tshark 4.0's
+-- `tcp.analysis.*` (tests/test_views_tcp_health.py compares them frame by frame):
+--   a segment occupies its payload plus 1 for SYN and for FIN; `next` is the highest sequence end the
+--   flow sent before it.
+--   out_of_order     a segment that starts below `next`, sent less than the connection's handshake
+--                    RTT (SYN to the first ACK after it; ooo_ns where no handshake was captured)
+--                    after the packet that set `next`, and not ending exactly at `next` (tshark:
+--                    tcp.analysis.out_of_order, with its thresholds), unless a fast retransmission:
+--                    at the sequence number of ≥ 2 duplicate ACKs of the reverse flow, the last
+--                    < 20 ms before it
+--   retransmissions  every other segment that starts below `next`, keep-alives (≤ 1 byte at next − 1,
+--                    no SYN/FIN/RST) excepted (tshark: retransmission, fast_retransmission and
+--                    spurious_retransmission together)
+--   dup_acks         no payload, no SYN/FIN/RST, a nonzero window equal to the flow's previous
+--                    packet's, the same acknowledgment number, and sequence number = `next`
+--                    (tshark: tcp.analysis.duplicate_ack)
+--   zero_window      a window field of 0 on a packet without SYN/FIN/RST (tshark: zero_window)
+--   window_full      a segment with payload, no SYN/FIN/RST, ending exactly at the reverse flow's
+--                    last acknowledgment + its window scaled (tshark: window_full); window scaling
+--                    applies when both SYNs carried the option, else the raw window
+--   RTT              per ACK of the reverse flow that acknowledges exactly the end of a segment this
+--                    flow sent once (Karn: a retransmitted sequence end is never sampled), the time
+--                    from the segment to that ACK (tshark's tcp.analysis.ack_rtt on such ACKs)
+-- What one direction can count: the paper's captures are sender-side (each worker captures what
+-- it sends), so a flow's data and its ACKs are in different workers' files, and a run captured on
+-- only some hosts has flows whose reverse is missing (reverse_seen false). From its own packets a
+-- flow gets retransmissions, out_of_order, dup_acks and zero_window of the packets it sends (a
+-- receiver's dup ACKs and zero windows are counted on its ACK flow, the reverse of the data flow);
+-- window_full and the RTT need the reverse flow (NULL RTT and window_full 0 without it). When the
+-- two directions come from two hosts, RTT includes the offset between their clocks
+-- (collective_clock_check, run.toml's clock offsets). TCP inside tunnels (VXLAN, Geneve, 6in4,
+-- L2TP) is not seen: the TCP header columns are the outermost packet's.
+--
+-- Parameters:
+--   runs     list of run names; NULL = every run
+--   from_ns  window start, ns after the run's first packet; NULL = run start
+--   to_ns    window end (exclusive), ns after the run's first packet; NULL = run end
+--   ooo_ns   out-of-order threshold where no handshake was captured, ns (default 3 000 000 = 3 ms, tshark's)
+-- Columns:
+--   run
+--   src_worker, dst_worker        worker labels of the flow's ends; NULL where an end is no worker
+--   src_ip, src_port, dst_ip, dst_port   the directed flow
+--   packets                       TCP packets of the flow (count)
+--   data_packets                  packets with payload (count)
+--   payload_bytes                 sum of l4_payload_len, bytes (retransmitted payload included)
+--   retransmissions               segments (count), rules above
+--   retransmitted_bytes           payload of those segments, bytes
+--   out_of_order                  segments (count)
+--   dup_acks                      packets (count)
+--   zero_window                   packets (count)
+--   window_full                   segments (count)
+--   window_scale                  the flow's SYN window scale shift; NULL where its SYN was not seen
+--                                 or had no option
+--   reverse_seen                  true when the dataset holds packets of the reverse flow
+--   rtt_samples                   RTT samples (count)
+--   rtt_min_us, rtt_median_us, rtt_max_us   RTT, microseconds; NULL without samples
+CREATE OR REPLACE MACRO tcp_health(runs := NULL, from_ns := NULL, to_ns := NULL, ooo_ns := 3000000) AS TABLE
+WITH seg AS (
+    -- `flow` keys the directed flow, `back` its reverse: one integer to partition and join on (as
+    -- worker_pairs' key: two flows merge only on a 64-bit hash collision)
+    SELECT hash(run, src_ip, src_port, dst_ip, dst_port) AS flow, hash(run, dst_ip, dst_port, src_ip, src_port) AS back,
+           ts_ns, tcp_flags AS fl, tcp_seq AS sq, tcp_ack AS ak, tcp_window AS win, tcp_window_scale AS shift,
+           coalesce(l4_payload_len, 0) AS len,
+           coalesce(l4_payload_len, 0) + (tcp_flags & 2 <> 0)::BIGINT + (tcp_flags & 1 <> 0)::BIGINT AS span
+    FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)
+    WHERE ip_proto = 6 AND tcp_window IS NOT NULL AND tcp_flags IS NOT NULL
+),
+stepped AS (
+    -- the signed 32-bit step of the sequence number from the flow's previous packet
+    SELECT *,
+           (sq::BIGINT - coalesce(lag(sq) OVER f, sq)::BIGINT + 6442450944) % 4294967296 - 2147483648 AS step
+    FROM seg
+    WINDOW f AS (PARTITION BY flow ORDER BY ts_ns, sq, ak)
+),
+unwrapped AS (
+    SELECT *, sum(step) OVER (PARTITION BY flow ORDER BY ts_ns, sq, ak ROWS UNBOUNDED PRECEDING) AS rel
+    FROM stepped
+),
+ends AS (
+    -- `next`: the highest sequence end before this packet, and when the packet that set it was sent
+    SELECT *, max(rel + span) OVER before AS nxt,
+           arg_max(ts_ns, rel + span) OVER before AS nxt_ns,
+           lag(win) OVER f AS prev_win, lag(ak) OVER f AS prev_ak
+    FROM unwrapped
+    WINDOW f AS (PARTITION BY flow ORDER BY ts_ns, sq, ak),
+           before AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+classified AS (
+    SELECT *,
+           span > 0 AND rel < nxt
+               AND NOT (len <= 1 AND fl & 7 = 0 AND rel = nxt - 1) AS behind,  -- keep-alives excepted
+           len = 0 AND fl & 7 = 0 AND win > 0 AND win = prev_win AND ak = prev_ak AND rel = nxt AS dup_ack,
+           -- a sequence end sent more than once is no RTT sample (Karn)
+           count(*) FILTER (WHERE span > 0) OVER (PARTITION BY flow, (sq::BIGINT + span) % 4294967296)
+               AS sends_of_end
+    FROM ends
+),
+handshake AS (
+    -- a connection's first RTT (tshark's): from the client's last SYN to its first ACK without SYN
+    SELECT a.flow, a.back, a.ack_ns - max(s.ts_ns) AS rtt_ns
+    FROM (
+        SELECT flow, any_value(back) AS back, min(ts_ns) AS ack_ns
+        FROM seg
+        WHERE fl & 18 = 16 AND flow IN (SELECT flow FROM seg WHERE fl & 18 = 2)
+        GROUP BY flow
+    ) AS a
+    JOIN seg AS s ON s.flow = a.flow AND s.fl & 18 = 2 AND s.ts_ns < a.ack_ns
+    GROUP BY a.flow, a.back, a.ack_ns
+),
+threshold AS (
+    SELECT flow, rtt_ns FROM handshake
+    UNION ALL
+    SELECT back, rtt_ns FROM handshake
+),
+dup_runs AS (
+    -- each ACK as the receiver state of the flow it acknowledges (`back`): the acknowledgment number
+    -- and how many duplicate ACKs of it came so far
+    SELECT back AS flow, ts_ns, ak,
+           count(*) FILTER (WHERE dup_ack) OVER (PARTITION BY flow, ak ORDER BY ts_ns, sq ROWS UNBOUNDED PRECEDING)
+               AS dups
+    FROM classified
+    WHERE fl & 16 = 16
+),
+marked AS (
+    -- a fast retransmission (tshark: ≥ 2 duplicate ACKs of its sequence number, the last < 20 ms
+    -- before it) is a retransmission even when it would pass for out-of-order
+    SELECT c.*, c.behind AND c.ts_ns - c.nxt_ns < coalesce(t.rtt_ns, ooo_ns) AND c.rel + c.span <> c.nxt
+               AND NOT coalesce(d.dups >= 2 AND d.ak = c.sq AND c.ts_ns - d.ts_ns < 20000000, false) AS ooo
+    FROM classified AS c
+    LEFT JOIN threshold AS t ON t.flow = c.flow
+    ASOF LEFT JOIN dup_runs AS d ON d.flow = c.flow AND d.ts_ns < c.ts_ns
+),
+syn_scale AS (
+    -- each flow's SYN window scale
+    SELECT flow, max(shift) AS shift FROM seg GROUP BY flow
+),
+reverse_state AS (
+    -- each ACK as the receiver state of the flow it acknowledges: its acknowledgment and window,
+    -- scaled when both directions' SYNs carried the option (a SYN's own window never is)
+    SELECT r.back AS flow, r.ts_ns, r.ak,
+           r.win::BIGINT << CASE WHEN r.fl & 2 = 0 AND a.shift IS NOT NULL AND b.shift IS NOT NULL
+                                 THEN b.shift ELSE 0 END AS wnd
+    FROM seg AS r
+    LEFT JOIN syn_scale AS b ON b.flow = r.flow
+    LEFT JOIN syn_scale AS a ON a.flow = r.back
+    WHERE r.fl & 16 = 16
+),
+full_window AS (
+    SELECT m.flow, count(*) AS window_full
+    FROM marked AS m
+    ASOF JOIN reverse_state AS r ON r.flow = m.flow AND r.ts_ns < m.ts_ns
+    WHERE m.len > 0 AND m.fl & 7 = 0 AND (m.sq::BIGINT + m.len) % 4294967296 = (r.ak::BIGINT + r.wnd) % 4294967296
+    GROUP BY m.flow
+),
+rtt AS (
+    SELECT m.flow, count(*) AS rtt_samples, min(a.ts_ns - m.ts_ns) / 1000 AS rtt_min_us,
+           median(a.ts_ns - m.ts_ns) / 1000 AS rtt_median_us, max(a.ts_ns - m.ts_ns) / 1000 AS rtt_max_us
+    FROM marked AS m
+    JOIN (
+        -- the first ACK with each acknowledgment number
+        SELECT flow, ak, min(ts_ns) AS ts_ns FROM reverse_state GROUP BY flow, ak
+    ) AS a ON a.flow = m.flow AND a.ak = (m.sq::BIGINT + m.span) % 4294967296 AND a.ts_ns > m.ts_ns
+    WHERE m.span > 0 AND m.sends_of_end = 1
+    GROUP BY m.flow
+),
+names AS (
+    -- the flows' names, read apart: the window steps above carry numbers only
+    SELECT DISTINCT hash(run, src_ip, src_port, dst_ip, dst_port) AS flow, run, src_ip, src_port, dst_ip, dst_port
+    FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)
+    WHERE ip_proto = 6 AND tcp_window IS NOT NULL AND tcp_flags IS NOT NULL
+),
+flows AS (
+    SELECT flow, any_value(back) AS back, count(*) AS packets, count(*) FILTER (len > 0) AS data_packets,
+           sum(len) AS payload_bytes,
+           count(*) FILTER (behind AND NOT ooo) AS retransmissions,
+           coalesce(sum(len) FILTER (behind AND NOT ooo), 0) AS retransmitted_bytes,
+           count(*) FILTER (ooo) AS out_of_order,
+           count(*) FILTER (dup_ack) AS dup_acks,
+           count(*) FILTER (win = 0 AND fl & 7 = 0) AS zero_window
+    FROM marked
+    GROUP BY flow
+)
+SELECT n.run, wp.src_worker, wp.dst_worker, n.src_ip, n.src_port, n.dst_ip, n.dst_port,
+       f.packets, f.data_packets, f.payload_bytes, f.retransmissions, f.retransmitted_bytes, f.out_of_order,
+       f.dup_acks, f.zero_window, coalesce(w.window_full, 0) AS window_full, s.shift AS window_scale,
+       rev.flow IS NOT NULL AS reverse_seen, coalesce(r.rtt_samples, 0) AS rtt_samples, r.rtt_min_us,
+       r.rtt_median_us, r.rtt_max_us
+FROM flows AS f
+JOIN names AS n ON n.flow = f.flow
+LEFT JOIN worker_pairs AS wp
+    ON wp.pair = xor(xor(hash(n.src_ip), hash(n.dst_ip) >> 1), hash(n.run) >> 2)
+LEFT JOIN syn_scale AS s ON s.flow = f.flow
+LEFT JOIN syn_scale AS rev ON rev.flow = f.back
+LEFT JOIN full_window AS w ON w.flow = f.flow
+LEFT JOIN rtt AS r ON r.flow = f.flow
+ORDER BY n.run, n.src_ip, n.src_port, n.dst_ip, n.dst_port;
+
+CREATE OR REPLACE VIEW tcp_health AS SELECT * FROM tcp_health();
