@@ -59,6 +59,7 @@ DEDUP_TESTS = ("tests/test_dedup.py", "tests/test_ingest.py")
 KERNEL_TESTS = ("tests/test_reader_corpus.py", "tests/test_views_exact.py")
 NCCL_TESTS = ("tests/test_views_nccl.py", "tests/test_views_nccl_socket.py")
 COLLECTIVE_TESTS = ("tests/test_views_collectives.py",)
+TCP_HEALTH_TESTS = ("tests/test_views_tcp_health.py",)
 RDMA_TESTS = ("tests/test_views_rdma.py",)
 SHARED_QP_TEST = (
     "tests/test_views_rdma.py::test_a_flow_is_told_apart_by_its_receiver_when_receivers_share_a_qp_number"
@@ -122,8 +123,8 @@ MUTANTS = [
     Mutant(
         "kernel.tcp_port_offset",
         "tracecore/reader/kernel.py",
-        "dport = _u16be(buf, t + 2)\n            valid = np.int64(1)\n        if t + 14",
-        "dport = _u16be(buf, t + 4)\n            valid = np.int64(1)\n        if t + 14",
+        "dport = _u16be(buf, t + 2)\n            valid = np.int64(1)\n        if t + 16",
+        "dport = _u16be(buf, t + 4)\n            valid = np.int64(1)\n        if t + 16",
         "destination port read at the wrong offset",
         KERNEL_TESTS,
         ci=("tests/test_reader_corpus.py::test_matches_tshark[arkime__ssl-selfsign.pcap]",),
@@ -650,6 +651,40 @@ MUTANTS = [
         "s.bin_start_ns <= tw.t_last",
         "the training window's last, partial bin counted as steady",
         ci=("tests/test_views_contention.py::test_contention_flags_the_link_held_down",),
+    ),
+    # ---- TCP health (issue 27) ---------------------------------------------------------------------
+    Mutant(
+        "tcp_health.sequence_end_includes_itself",
+        "queries/tcp_health.sql",
+        "before AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)",
+        "before AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)",
+        "the highest sequence end sent before a segment includes the segment itself",
+        TCP_HEALTH_TESTS,
+        ci=("tests/test_views_tcp_health.py::test_every_tcp_flow_of_the_corpus_matches_tshark",),
+    ),
+    Mutant(
+        "tcp_health.dup_ack_any_ack",
+        "queries/tcp_health.sql",
+        "AND ak = prev_ak AND rel = nxt AS dup_ack,",
+        "AND true AND rel = nxt AS dup_ack,",
+        "a duplicate ACK need not repeat the previous acknowledgment number",
+        TCP_HEALTH_TESTS,
+    ),
+    Mutant(
+        "tcp_health.rtt_without_karn",
+        "queries/tcp_health.sql",
+        "WHERE m.span > 0 AND m.sends_of_end = 1",
+        "WHERE m.span > 0 AND m.sends_of_end >= 1",
+        "RTT sampled from segments sent twice (Karn's rule dropped)",
+        TCP_HEALTH_TESTS,
+    ),
+    Mutant(
+        "tcp_health.zero_window_is_one",
+        "queries/tcp_health.sql",
+        "count(*) FILTER (win = 0 AND fl & 7 = 0) AS zero_window",
+        "count(*) FILTER (win = 1 AND fl & 7 = 0) AS zero_window",
+        "zero-window events counted at window 1",
+        TCP_HEALTH_TESTS,
     ),
 ]
 
