@@ -233,9 +233,23 @@ def run_sql(
     if rel is None:
         return pa.table({})
     try:
-        return rel.to_arrow_table()
+        return whole_numbers_as_int64(rel.to_arrow_table())
     except duckdb.Error as err:
         raise _query_error(con, err) from err
+
+
+def whole_numbers_as_int64(table: pa.Table) -> pa.Table:
+    """Columns of whole decimals (DuckDB's HUGEINT, which `sum` of a BIGINT gives, or DECIMAL(p, 0))
+    as int64 when every value fits; why: pandas would get Python Decimal objects and Polars a Decimal
+    column for what is a count or a byte total. A value beyond int64 keeps its column as it is."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_decimal(field.type) and field.type.scale == 0:
+            try:
+                column = table.column(i).cast(pa.int64())  # checked: a value out of range raises
+            except pa.ArrowInvalid:
+                continue
+            table = table.set_column(i, field.with_type(pa.int64()), column)
+    return table
 
 
 # How DuckDB names a Parquet file it cannot find: locked down, it refuses to glob for it; unsafe, the
