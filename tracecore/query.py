@@ -211,15 +211,12 @@ def _duration(ns: int) -> str:
     return f"{ns}ns"
 
 
-READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
-
-
 def run_sql(
     con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any] | None = None, *, unsafe: bool = False
 ) -> pa.Table:
     """Any SQL over the catalog as an Arrow table; DuckDB's errors become one-line UsageErrors.
 
-    Only one SELECT or EXPLAIN statement runs unless `unsafe`: why: DuckDB's settings cannot stop a
+    Only one SELECT (or an EXPLAIN of one) runs unless `unsafe`: why: DuckDB's settings cannot stop a
     COPY over a file the query may read (a part file), and a string may hold several statements.
     """
     import duckdb
@@ -279,23 +276,52 @@ def _query_error(con: duckdb.DuckDBPyConnection, err: Exception) -> UsageError |
     return UsageError(_first_line(err))
 
 
-_LEAD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.DOTALL)
+_SKIP = r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"  # blanks and comments
+_LEAD = re.compile(rf"(?:{_SKIP}\(?)*([A-Za-z]+)", re.DOTALL)
 # DuckDB parses a PIVOT into several statements (type MULTI): read-only when the text starts as a query
 READ_ONLY_LEADS = ("PIVOT", "UNPIVOT", "SELECT", "WITH", "FROM", "VALUES")
+# What EXPLAIN explains starts after EXPLAIN [ANALYZE] or after an option list: `EXPLAIN (ANALYZE,
+# FORMAT json) …`, whose ANALYZE runs the statement too.
+_EXPLAIN = re.compile(rf"{_SKIP}EXPLAIN\b{_SKIP}(?:ANALY[SZ]E\b)?", re.IGNORECASE | re.DOTALL)
+_EXPLAIN_OPTIONS = re.compile(rf"{_SKIP}\(\s*\w+(?:\s+\w+)?(?:\s*,\s*\w+(?:\s+\w+)?)*\s*\)", re.DOTALL)
 
 
 def _check_read_only(statements: list) -> None:
-    kinds = [st.type.name for st in statements]
-    if kinds == ["MULTI"]:
-        lead = _LEAD.match(statements[0].query)
-        if lead is not None and lead.group(1).upper() in READ_ONLY_LEADS:
-            return
-    if len(kinds) != 1 or kinds[0] not in READ_ONLY_STATEMENTS:
-        got = " + ".join(kinds) or "nothing"
+    if not _read_only(statements):
+        got = " + ".join(st.type.name for st in statements) or "nothing"
         raise UsageError(
-            f"only one read-only query (SELECT, EXPLAIN) runs here, got {got}; "
+            f"only one read-only query (SELECT, EXPLAIN of one) runs here, got {got}; "
             "for DuckDB's full power on your own data use `tracecore sql --unsafe`"
         )
+
+
+def _read_only(statements: list) -> bool:
+    """One SELECT (a PIVOT's several statements included), or an EXPLAIN of one. Why EXPLAIN's inner
+    statement is checked: EXPLAIN ANALYZE runs it, so `EXPLAIN ANALYZE COPY … TO '<a part file>'`
+    overwrote a part file while its statement type said EXPLAIN. Text this cannot split refuses."""
+    import duckdb
+
+    kinds = [st.type.name for st in statements]
+    if kinds == ["SELECT"]:
+        return True
+    if kinds == ["MULTI"]:
+        lead = _LEAD.match(statements[0].query)
+        return lead is not None and lead.group(1).upper() in READ_ONLY_LEADS
+    if kinds != ["EXPLAIN"]:
+        return False
+    text = statements[0].query
+    head = _EXPLAIN.match(text)
+    if head is None:
+        return False
+    rest = text[head.end() :]
+    options = _EXPLAIN_OPTIONS.match(rest)
+    for inner in (rest, rest[options.end() :] if options else None):
+        try:
+            if inner is not None and _read_only(duckdb.extract_statements(inner)):
+                return True
+        except duckdb.Error:
+            continue
+    return False
 
 
 def _first_line(err: Exception) -> str:
