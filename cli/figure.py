@@ -49,10 +49,11 @@ def figure(
     if name is None:
         raise UsageError("give a figure name, or --list to see them")
     figures.get(name)  # an unknown name fails before the dataset is opened
-    from tracecore.figures.render import check_suffix, save
+    from tracecore.cli.destination import save_chart
+    from tracecore.figures.render import check_suffix
     from tracecore.query import with_dataset
 
     target = check_suffix(out if out is not None else Path(f"{name}.png"))
     check_file(target)
     chart = with_dataset(data, lambda con: figures.build(con, name, run))
-    typer.echo(f"wrote {save(chart, target)}", err=True)
+    typer.echo(f"wrote {save_chart(chart, target)}", err=True)

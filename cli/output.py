@@ -5,11 +5,9 @@ NaN/decimal rule (`tracecore.json_values`); pyarrow and rich load only when used
 
 from __future__ import annotations
 
-import contextlib
 import io
 import itertools
 import json
-import sys
 from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
@@ -18,7 +16,7 @@ from typing import TYPE_CHECKING, TextIO
 import typer
 
 from tracecore.cli.checks import check_destination, check_file
-from tracecore.figures.render import save
+from tracecore.cli.destination import save_chart, sink, writing
 from tracecore.json_values import json_rows
 
 if TYPE_CHECKING:
@@ -37,8 +35,8 @@ def emit(table: pa.Table, fmt: Format, out: Path | None, limit: int | None = Non
     check_destination(fmt, out, limit)
     table = table if limit is None else table.slice(0, limit)
     if fmt is Format.table:
-        with _sink(out) as sink:
-            sink.write(render(table, limit if limit is not None else TABLE_ROWS))
+        with sink(out) as text:
+            text.write(render(table, limit if limit is not None else TABLE_ROWS))
     else:
         write_batches(table.schema, table.to_batches(), fmt, out)
     if out is not None:
@@ -51,17 +49,17 @@ def emit_model(result: ModelResult, fmt: Format, out: Path | None, figure: Path 
     check_file(figure)
     tables = [(title, frame.to_arrow()) for title, frame in result.tables]
     if fmt is Format.table:
-        with _sink(out) as sink:
-            sink.write("".join(f"{title}\n{render(table, None)}\n" for title, table in tables))
-            sink.write(f"{result.note}\n" if result.note else "")
+        with sink(out) as text:
+            text.write("".join(f"{title}\n{render(table, None)}\n" for title, table in tables))
+            text.write(f"{result.note}\n" if result.note else "")
     elif fmt is Format.json:
         payload = {title: json_rows(table.to_pylist()) for title, table in tables}
-        with _sink(out) as sink:
-            sink.write(json.dumps(payload, indent=1, default=str, ensure_ascii=False, allow_nan=False) + "\n")
+        with sink(out) as text:
+            text.write(json.dumps(payload, indent=1, default=str, ensure_ascii=False, allow_nan=False) + "\n")
     else:
         write_batches(tables[0][1].schema, tables[0][1].to_batches(), fmt, out)
     if figure is not None:
-        typer.echo(f"figure written to {save(result.chart(), figure)}", err=True)
+        typer.echo(f"figure written to {save_chart(result.chart(), figure)}", err=True)
 
 
 def write_batches(
@@ -72,17 +70,15 @@ def write_batches(
     if fmt is Format.parquet:
         import pyarrow.parquet as pq
 
-        with pq.ParquetWriter(out, schema) as writer:
+        with writing(out):
+            writer = pq.ParquetWriter(out, schema)
+        with writing(out), writer:
             for batch in batches:
                 writer.write_batch(batch)
         return
     write_text = {Format.csv: _write_csv, Format.json: _write_json}[fmt]  # `table` is each command's own
-    with _sink(out) as sink:
-        write_text(schema, batches, sink)
-
-
-def _sink(out: Path | None) -> contextlib.AbstractContextManager[TextIO]:
-    return contextlib.nullcontext(sys.stdout) if out is None else out.open("w", encoding="utf-8", newline="")
+    with sink(out) as text:
+        write_text(schema, batches, text)
 
 
 def _write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: TextIO) -> None:

@@ -28,8 +28,10 @@ def report(
     Examples:
       $ tracecore report report/ --run torch_ddp-resnet8w8-sgd-16-gloo-normal-ring
     """
+    from tracecore.cli.destination import writing
     from tracecore.report import write_report
 
     check_folder(out_dir)
-
-    typer.echo(str(write_report(data, out_dir, runs=runs)))
+    with writing(out_dir):
+        page = write_report(data, out_dir, runs=runs)
+    typer.echo(str(page))
