@@ -98,6 +98,11 @@ def claim(out: Path) -> None:
                 f"{out}: not a tracecore dataset (no {MARKER}) and not empty; "
                 "give --out a new or empty folder, or an existing dataset"
             )
+        if names and not _is_catalog(out / CATALOG_NAME):  # a file of that name is not enough
+            raise DatasetError(
+                f"{out}: not a tracecore dataset (no {MARKER}, and {CATALOG_NAME} is not a catalog "
+                "tracecore wrote); give --out a new or empty folder, or an existing dataset"
+            )
         # A name of this process and thread: two ingests claiming one new folder at once each write
         # their own file, and both renames give the same marker.
         tmp = out / f".{MARKER}.tmp-{os.getpid()}-{threading.get_ident()}"
@@ -105,6 +110,19 @@ def claim(out: Path) -> None:
         os.replace(tmp, marker)
     except OSError as err:
         raise DatasetError(f"{out}: cannot use the dataset directory: {err.strerror or err}") from err
+
+
+def _is_catalog(path: Path) -> bool:
+    """Whether `path` opens as a DuckDB catalog with tracecore's `_meta` table (what `load_state`
+    reads first). Why before the marker: a folder marked as a dataset is one ingest may clean up."""
+    import duckdb
+
+    from tracecore.ingest.catalog import _meta_of
+
+    try:
+        return bool(_meta_of(path))
+    except duckdb.Error:
+        return False
 
 
 def part_id(path: Path) -> tuple[int | None, str | None]:

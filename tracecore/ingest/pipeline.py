@@ -86,6 +86,8 @@ def ingest(
     if not found.runs:  # a mistyped path creates nothing: no folder, no lock, no marker
         reasons = "; ".join(f"{path}: {reason}" for path, reason in found.problems) or "no input given"
         raise NoInputError(f"nothing to ingest ({reasons}); {out} was not touched")
+    if scheduler is not None:  # without the dask extra: its one line, before anything is created
+        import tracecore.cluster  # noqa: F401
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
