@@ -37,7 +37,16 @@ from tracecore.cache import cache_dir, store
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import interrupt, lock, testpause
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, LATER_TABLES, State
-from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir, fsync_quietly
+from tracecore.ingest.layout import (
+    CATALOG_NAME,
+    STATE_DIR,
+    TABLES_DIR,
+    LinkCheck,
+    default_data_dir,
+    fsync_quietly,
+    link_refused,
+    refuse_links,
+)
 from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, LAYER_COLUMNS, SCHEMA_VERSION, check_schema_version
 from tracecore.version import __version__
 
@@ -464,8 +473,12 @@ def _read_state(out: Path, record: str, path: Path) -> dict[str, pa.Table]:
             "not written by tracecore: re-ingest the captures into a new --out"
         )
     tables = {}
+    links = LinkCheck(out)
     for name, digest in digests.items():
         file = out / STATE_DIR / generation / f"{name}.parquet"
+        link = links.link(f"{STATE_DIR}/{generation}/{name}.parquet")
+        if link is not None:
+            raise link_refused(link, out)
         try:
             data = file.read_bytes()
         except OSError as err:
@@ -563,10 +576,11 @@ def open_catalog(
     locked down (see `lock_down`) unless `unsafe`: a dataset may come from someone else.
     """
     root = Path(data_dir) if data_dir is not None else default_data_dir()
-    path = root / CATALOG_NAME
-    if not path.is_file():
+    if not (root / CATALOG_NAME).is_file():
         raise DatasetError(f"no dataset at {root}; run `tracecore ingest PCAPS` first or pass --data")
     root = root.resolve()
+    refuse_links(root, deep=False)  # the catalog, packets/, .state/ (part files: `_part_files`)
+    path = root / CATALOG_NAME
     try:
         meta = _meta_of(path)
     except duckdb.Error as err:
@@ -608,13 +622,19 @@ def _part_files_exist(state: State, root: Path) -> None:
 
 
 def _part_files(con: duckdb.DuckDBPyConnection, root: Path) -> list[str]:
-    """The part files the catalog names, checked to lie under packets/ and to exist: why: a missing
-    one otherwise surfaces as DuckDB's raw IO error in the middle of a query."""
+    """The part files the catalog names, checked to lie under packets/, to exist and to be reached
+    through no symbolic link: why: a missing one otherwise surfaces as DuckDB's raw IO error in the
+    middle of a query, and `allowed_paths` allows a path, not the file a link there leads to."""
     try:
         rows = con.execute("SELECT path, run, file FROM _files ORDER BY path").fetchall()
     except duckdb.Error as err:
         raise DatasetError(f"{root / CATALOG_NAME}: the catalog is unreadable ({_first(err)})") from err
     _check_part_paths([path for path, _, _ in rows], root / CATALOG_NAME)
+    links = LinkCheck(root)
+    for path, _, _ in rows:
+        link = links.link(path)
+        if link is not None:
+            raise link_refused(link, root)
     missing = [(path, run, file) for path, run, file in rows if not (root / path).is_file()]
     if missing:
         path, run, file = missing[0]
@@ -675,6 +695,7 @@ def _refresh_in_place(root: Path) -> bool:
     if fd is None:
         return False
     try:
+        refuse_links(root)  # it writes .state/ and sweeps older state folders
         commit_catalog(root, load_state(root))
         return True
     except (OSError, duckdb.Error):

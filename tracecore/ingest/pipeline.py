@@ -98,6 +98,7 @@ def ingest(
     control = control or IngestControl()
     summary = IngestSummary(out, problems=list(found.problems), warnings=list(found.warnings))
     with _warm_up(found.runs), dataset_lock(out, wait_s), interrupt.watch() as sigint:
+        layout.refuse_links(out)  # before anything under OUT is read, written or deleted
         had_dataset = (out / layout.CATALOG_NAME).is_file()
         state = _load_state(out, force)
         stage = out / layout.STAGING / uuid.uuid4().hex[:12]
