@@ -53,7 +53,9 @@ from tracecore.version import __version__
 # The file format of DuckDB 1.5, which every release from pyproject's floor (duckdb>=1.5.4, the oldest
 # that runs every view: tests/test_dataset_portable.py) to today's 2.x reads.
 STORAGE_VERSION = "v1.5.0"
-_LAYOUT = f"storage {STORAGE_VERSION}; part paths absolute, or relative under file_search_path"
+_LAYOUT = (
+    f"storage {STORAGE_VERSION}; part paths relative under file_search_path, else absolute where written"
+)
 
 _DUCK_TYPES = {
     pa.int64(): "BIGINT",
@@ -143,6 +145,41 @@ def _null(field: pa.Field) -> str:
     return f"NULL::{'VARCHAR' if pa.types.is_dictionary(field.type) else _DUCK_TYPES[field.type]}"
 
 
+ROOT_VARIABLE = "tracecore_root"  # SET VARIABLE: the folder a connection reads as the dataset's
+
+
+def written_here(root: Path) -> str:
+    """SQL that is true when DuckDB reads the catalog as the file it was written as, ROOT/tracecore.duckdb.
+
+    Why: the views name the part files by absolute path, so a copy of the folder whose original is
+    still in place would answer from the original's files in silence (an edit or a re-ingest of the
+    original changing what the copy answers). DuckDB started on a catalog file keeps its default
+    `temp_directory` beside it (`FILE.tmp`, absolute), which says where the file is; a connection
+    that attaches the catalog instead says so with `SET VARIABLE tracecore_root` (tracecore's own
+    do: `open_catalog`). Both are settled when the query is bound, so no row pays for the check.
+    """
+    return (
+        f"(current_setting('temp_directory') = {_lit(str(root / CATALOG_NAME) + '.tmp')}"
+        f" OR getvariable({_lit(ROOT_VARIABLE)}) = {_lit(str(root))})"
+    )
+
+
+def not_here(root: Path) -> str:
+    """The refusal `written_here` leads to, naming the settings that read a copy's own part files."""
+    here = (
+        "CASE WHEN ends_with(current_setting('temp_directory'), '/tracecore.duckdb.tmp') THEN "
+        "left(current_setting('temp_directory'), -21) ELSE 'ITS FOLDER' END"
+    )
+    quote = "''''"  # SQL for a string of one quote
+    return (
+        f"'tracecore: this catalog was written in ' || {_lit(str(root))} || ' and this DuckDB was not "
+        "started on its file there, so its views would read that folder''s part files. A copy or a "
+        f"moved folder: SET file_search_path = ' || {quote} || {here} || {quote} || ' reads its own. "
+        "The folder itself (attached, reached through a link, or with temp_directory set): SET VARIABLE "
+        f"{ROOT_VARIABLE} = ' || {quote} || {_lit(str(root))} || {quote}"
+    )
+
+
 def packets_all_sql(
     root: Path,
     files: list[str],
@@ -182,7 +219,8 @@ def packets_all_sql(
         relative = ", ".join(_lit(f) for f in paths)
         return (
             f"SELECT {run} AS run, worker, {columns}, make_timestamp_ns(ts_ns) AS ts FROM read_parquet("
-            f"CASE WHEN current_setting('file_search_path') = '' THEN [{absolute}] ELSE [{relative}] END,"
+            f"CASE WHEN current_setting('file_search_path') <> '' THEN [{relative}] "
+            f"WHEN {written_here(root)} THEN [{absolute}] ELSE error({not_here(root)}) END,"
             " hive_partitioning = true, hive_types = {'run': VARCHAR, 'worker': VARCHAR})"
         )
 
@@ -280,6 +318,7 @@ def fill_catalog(
         for p, layers in zip(parts["path"].to_pylist(), parts["layers"].to_pylist(), strict=True)
         if layers is False
     )
+    con.execute(f"SET VARIABLE {ROOT_VARIABLE} = $root", {"root": str(root)})  # the views bind here
     con.execute(
         "CREATE OR REPLACE VIEW packets_all AS "
         + packets_all_sql(root, files, runs, state.schema_version, dense)
@@ -603,6 +642,7 @@ def open_catalog(
             raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     try:
         files = _part_files(con, root)
+        con.execute(f"SET VARIABLE {ROOT_VARIABLE} = $root", {"root": str(root)})  # see written_here
         if not unsafe:
             lock_down(con, root, files)
     except BaseException:
