@@ -29,9 +29,14 @@
 CREATE OR REPLACE MACRO link_ci(window_ns := 1000000000, src := NULL, dst := NULL, runs := NULL, from_ns := NULL,
                                 to_ns := NULL, by_pair := true) AS TABLE
 WITH
-w AS (  -- the span holds n complete windows, anchored at its start
-    SELECT run, start_ns, lo_ns, (hi_ns - lo_ns) // window_ns::BIGINT AS n
-    FROM run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
+checked AS (  -- the samples' number, estimated from the small tables: grid_check stops one too large
+    SELECT grid_check(rows, window_ns) AS zero
+    FROM grid_rows(bin_ns := window_ns, runs := runs, from_ns := from_ns, to_ns := to_ns, by_pair := by_pair)
+),
+w AS (  -- the span holds n complete windows, anchored at its start (`+ c.zero`: checked before
+        -- the packets are read, which join w)
+    SELECT run, start_ns, lo_ns, (hi_ns - lo_ns) // window_ns::BIGINT + c.zero AS n
+    FROM checked AS c, run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
 ),
 binned AS (
     SELECT p.run,

@@ -154,7 +154,6 @@ def run_view(
 
 
 MAX_NS = 2**63 - 1
-MAX_CELLS = 5_000_000  # time bins × worker pairs a binned view may build (~300 B each in DuckDB)
 
 
 def _ints(value: Any) -> list[int]:
@@ -163,10 +162,12 @@ def _ints(value: Any) -> list[int]:
 
 
 def check_size(con: duckdb.DuckDBPyConnection, name: str, values: dict[str, Any]) -> None:
-    """Refuse a binned view whose grid (bins × worker pairs over the runs' spans) exceeds MAX_CELLS.
+    """Refuse a binned view whose grid (bins × worker pairs over the runs' spans) exceeds the limit.
 
     Why before running: DuckDB materialises the zero-filled grid, so `--bin 10us` on a 6.6 s run
-    took 2.4 GB and 1 ns would take 64 GiB; the estimate comes from the small tables in a few ms.
+    took 2.4 GB and 1 ns would take 64 GiB. The estimate and the limit are the views' own
+    (`grid_rows`, `grid_check`), which refuse in SQL too; here the message also names the smallest
+    bin that fits.
     """
     declared = {p.name: p for p in view_params(name)}
     widths: list[int] = []
@@ -177,29 +178,23 @@ def check_size(con: duckdb.DuckDBPyConnection, name: str, values: dict[str, Any]
     if not widths or min(widths) <= 0:
         return
     width = min(widths)
-    runs = values.get("runs")
-    spans = con.execute(
-        "SELECT c.run, max(c.last_ts_ns) - min(c.first_ts_ns), any_value(w.n) FROM captures c "
-        "JOIN (SELECT run, count(*) AS n FROM workers GROUP BY run) w USING (run) "
-        "WHERE c.first_ts_ns IS NOT NULL GROUP BY c.run"
+    window = {
+        "width": width,
+        "runs": values.get("runs"),
+        "lo": values.get("from_ns"),
+        "hi": values.get("to_ns"),
+    }
+    ((rows, seconds, weighted, fixed, limit),) = con.execute(
+        "SELECT rows, seconds, weighted, fixed, (SELECT max_rows FROM grid_check) FROM grid_rows("
+        "bin_ns := $width, runs := $runs, from_ns := $lo, to_ns := $hi)",
+        window,
     ).fetchall()
-    lo, hi = values.get("from_ns") or 0, values.get("to_ns")
-    cells, weighted, fixed, seconds = 0, 0, 0, 0.0
-    for run, span, workers in spans:
-        if runs and run not in runs:
-            continue
-        window = max((span if hi is None else min(hi, span)) - lo, 0)
-        pairs = max(workers * (workers - 1), 1)
-        cells += (window // width + 2) * pairs
-        weighted += window * pairs
-        fixed += 2 * pairs
-        seconds += window / 1e9
-    if cells <= MAX_CELLS:
+    if rows <= limit:
         return
-    fits = -(-weighted // max(MAX_CELLS - fixed, 1))
+    fits = -(-weighted // max(limit - fixed, 1))
     raise UsageError(
-        f"{name} with bin_ns = {_duration(width)} would produce about {cells:,} rows "
-        f"({seconds:.1f} s of traffic; at most {MAX_CELLS:,}); narrow it with --run, --from/--to, "
+        f"{name} with bin_ns = {_duration(width)} would produce about {rows:,} rows "
+        f"({seconds:.1f} s of traffic; at most {limit:,}); narrow it with --run, --from/--to, "
         f"or a larger --bin (at least {_duration(fits)} here)"
     )
 
