@@ -114,14 +114,16 @@ def render(table: pa.Table, limit_rows: int | None) -> str:
     from rich.table import Table
     from rich.text import Text
 
+    from tracecore.terminal import safe
+
     shown = table if limit_rows is None else table.slice(0, limit_rows)
-    rows = [[_cell(v) for v in row.values()] for row in shown.to_pylist()]
+    rows = [[safe(_cell(v)) for v in row.values()] for row in shown.to_pylist()]
     widths = [max([len(field.name), *(len(r[i]) for r in rows)]) for i, field in enumerate(table.schema)]
     grid = Table(box=SIMPLE_HEAD, header_style="bold", pad_edge=False)
     for field in table.schema:
         numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
-        grid.add_column(Text(field.name), justify="right" if numeric else "left", no_wrap=True)
-    for row in rows:  # Text: values are data (run names, SQL strings), never read as Rich markup
+        grid.add_column(Text(safe(field.name)), justify="right" if numeric else "left", no_wrap=True)
+    for row in rows:  # Text, safe: values are data (run names, SQL strings), never markup or control codes
         grid.add_row(*(Text(cell) for cell in row))
     buf = io.StringIO()  # wide enough that no column is cut: read whole or piped, not squeezed into a tty
     width = sum(widths) + 3 * len(widths) + 2

@@ -55,6 +55,7 @@ def read(
     """
     from tracecore.reader import CaptureReader
     from tracecore.schema import PACKET_SCHEMA
+    from tracecore.terminal import safe
 
     check_destination(fmt, out, limit)
     reader = CaptureReader(file, batch_rows=1 << 16)
@@ -69,7 +70,7 @@ def read(
                 _write_lines(batches, text)
     finally:
         for warning in reader.warnings:
-            typer.echo(f"Warning: {warning}", err=True)
+            typer.echo(f"Warning: {safe(warning)}", err=True)
 
 
 def _limited(batches, limit: int | None):

@@ -67,9 +67,10 @@ def run(
       $ tracecore run experiment.toml --dry-run
     """
     from tracecore.runners.execute import run_experiment
+    from tracecore.terminal import safe
 
-    def progress(message: str) -> None:
-        typer.echo(message, err=True)
+    def progress(message: str) -> None:  # run names, hosts and remote output: escaped
+        typer.echo(safe(message), err=True)
 
     result = run_experiment(
         experiment,
@@ -82,8 +83,8 @@ def run(
         progress=progress,
         trust=trust,
     )
-    if isinstance(result, str):
-        typer.echo(result, nl=False)
+    if isinstance(result, str):  # the dry run's commands, line by line
+        typer.echo("\n".join(safe(line) for line in result.split("\n")), nl=False)
         return
     for outcome in result.outcomes:
-        typer.echo(f"{outcome.status:8} {outcome.name}  {outcome.folder or ''}")
+        typer.echo(safe(f"{outcome.status:8} {outcome.name}  {outcome.folder or ''}"))

@@ -32,6 +32,7 @@ from tracecore.runners.launchers import DDP_META, HostCommand, host_commands
 from tracecore.runners.loss import choose_method
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 from tracecore.runners.signals import as_interrupts
+from tracecore.terminal import safe
 
 IDLE_HEAD_S = 0.3  # capture before training starts, so the first packets are never missed
 Progress = Callable[[str], None]
@@ -418,13 +419,8 @@ def log_tail(path: Path, lines: int = 3, width: int = 240) -> str:
     except OSError:
         return ""
     kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
-    shown = [ascii_safe(line)[:width] for line in kept]
+    shown = [safe(line)[:width] for line in kept]
     return " | ".join(shown)
-
-
-def ascii_safe(text: str) -> str:
-    """Text with control characters (ESC, BEL, CR…) written as escapes."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _absorb_ddp_meta(run_dir: Path, record: dict) -> None:
