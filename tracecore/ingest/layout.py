@@ -131,12 +131,14 @@ def _is_catalog(path: Path) -> bool:
     reads first). Why before the marker: a folder marked as a dataset is one ingest may clean up."""
     import duckdb
 
-    from tracecore.ingest.catalog import _meta_of
-
+    con = duckdb.connect()  # the file attached read-only, as catalog.attach does (not imported: a circle)
     try:
-        return bool(_meta_of(path))
+        con.execute("ATTACH $path AS candidate (READ_ONLY)", {"path": str(path)})
+        return con.execute("SELECT count(*) FROM candidate._meta").fetchone()[0] > 0
     except duckdb.Error:
         return False
+    finally:
+        con.close()
 
 
 def refuse_links(out: Path, deep: bool = True) -> None:
