@@ -42,9 +42,11 @@ IB_OPERATION_HEADERS: dict[int, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-def wrap_int64(ns: int) -> int:
-    """Timestamps outside int64 ns (before 1678, after 2262) wrap, as in the kernel."""
-    return ((ns + 2**63) % 2**64) - 2**63
+def int64_ns(ns: int) -> int:
+    """A packet's time, which must fit int64 ns (the kernel refuses a later one as corrupt)."""
+    if ns > 2**63 - 1:
+        raise ValueError(f"timestamp {ns} ns past int64")
+    return ns
 
 
 @dataclass
@@ -177,7 +179,7 @@ def _walk_pcapng(path: object, data: bytes, out: list[Record], warnings: list[st
                 if start + cap > len(body):
                     raise ValueError(f"captured length {cap} overruns its block")
                 iface = ifaces[ifid]
-                last_ts = wrap_int64(iface.tsres.to_ns((hi << 32) | lo))
+                last_ts = int64_ns(iface.tsres.to_ns((hi << 32) | lo))
                 out.append(Record(last_ts, orig, cap, ifid, iface.link_type, body[start : start + cap], pos))
             elif btype == 3:
                 if not ifaces:

@@ -47,7 +47,7 @@ class ReaderStats:
 class _Section:
     order: str = "<"
     ifaces: list[formats.Interface] = field(default_factory=list)
-    table: np.ndarray = field(default_factory=lambda: np.zeros((1, 5), dtype=np.int64))
+    table: np.ndarray = field(default_factory=lambda: np.zeros((1, 6), dtype=np.int64))
 
 
 class CaptureReader:
@@ -318,7 +318,7 @@ class CaptureReader:
                 ) from None
             sec.order = order
             sec.ifaces = []
-            sec.table = np.zeros((1, 5), dtype=np.int64)
+            sec.table = np.zeros((1, 6), dtype=np.int64)
             self.stats.sections += 1
             self.stats.formats.add("pcapng-le" if order == "<" else "pcapng-be")
             return pos + blen
@@ -330,10 +330,9 @@ class CaptureReader:
                 self.path, f"corrupt interface description block: {exc}", offset, self.stats.packets
             ) from None
         sec.ifaces.append(iface)
-        sec.table = np.array(
-            [[i.link_type, i.snaplen, i.tsres.kind, i.tsres.factor, i.tsres.offset_ns] for i in sec.ifaces],
-            dtype=np.int64,
-        )
+        row = [iface.link_type, iface.snaplen, iface.tsres.kind, iface.tsres.factor, iface.tsres.offset_ns]
+        rows = [*sec.table[: len(sec.ifaces) - 1].tolist(), [*row, iface.tsres.limit_bits]]
+        sec.table = np.array(rows, dtype=np.int64)
         self.stats.interfaces += 1
         self.stats.link_types.add(iface.link_type)
         return pos + blen

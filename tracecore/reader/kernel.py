@@ -38,6 +38,7 @@ from tracecore.reader.abi import (
     ERR_NOIFACE,
     ERR_OVERRUN,
     ERR_SHORTBLOCK,
+    ERR_TIMESTAMP,
     ERR_TRAILER,
     ERR_VALUE,
     F_ACK_REQ,
@@ -962,7 +963,8 @@ def pcapng_blocks(
     u_rows,
     st,
 ):
-    """pcapng blocks of one section from `pos`; ifs rows: link, snaplen, ts kind, factor, offset.
+    """pcapng blocks of one section from `pos`; ifs rows: link, snaplen, ts kind, factor, offset, and
+    the largest timestamp counter whose time fits int64 ns (as uint64 bits: formats.max_units).
 
     Chunks and counters as in `pcap_records`.
     """
@@ -1019,6 +1021,9 @@ def pcapng_blocks(
                     status = _corrupt(st, ERR_OVERRUN, cap)
                     break
                 t = (_u32(buf, pos + 12, big) << 32) | _u32(buf, pos + 16, big)
+                if U64(t) > U64(ifs[ifid, 5]):  # past int64 ns: the product would wrap
+                    status = _corrupt(st, ERR_TIMESTAMP, t)
+                    break
                 ts = _ts_ns(t, ifs[ifid, 2], ifs[ifid, 3], ifs[ifid, 4])
                 known, npend = _row(buf, pos + 28, cap, orig, ts, ifid, ifs[ifid, 0], n, first, cols, npend)
                 if not known:
