@@ -550,7 +550,13 @@ def _parse_logs(
     for path in run.logs:
         parser = detect_parser(path)
         if parser is None:
-            if path.suffix.lower() in (".log", ".csv"):
+            encoding = _wide(path)
+            if encoding is not None:
+                summary.warnings.append(
+                    f"{path}: {encoding} text, and tracecore reads logs as UTF-8; skipped: convert it "
+                    f"(iconv -f {encoding} -t UTF-8 FILE > FILE.utf8.log) and ingest again"
+                )
+            elif path.suffix.lower() in (".log", ".csv"):
                 summary.warnings.append(f"{path}: not a log format tracecore knows; skipped")
             continue
         try:
@@ -573,6 +579,17 @@ def _parse_logs(
                 tables[name] += table.to_pylist()
             else:
                 extra.setdefault(name, []).append(table)
+
+
+def _wide(path: Path) -> str | None:
+    """The UTF-16/32 encoding of a log that no parser took (logs.wide_encoding), or None."""
+    from tracecore.logs import HEAD_BYTES, wide_encoding
+
+    try:
+        with open(path, "rb") as fh:
+            return wide_encoding(fh.read(HEAD_BYTES))
+    except OSError:
+        return None
 
 
 def _concat(tables: list) -> object:
