@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from tracecore.cli.common import PlainUsage, boundary
+from tracecore.runners.experiment import MAX_RUNS  # light: the model, no backend
 
 
 def register(app: typer.Typer) -> None:
@@ -57,6 +58,10 @@ def run(
             show_default="no new keys",
         ),
     ] = None,
+    max_runs: Annotated[
+        int,
+        typer.Option("--max-runs", min=1, help="Refuse a matrix of more runs (counted before excludes)."),
+    ] = MAX_RUNS,
 ) -> None:
     """Expand EXPERIMENT's matrix into runs and capture each into pcaps/<run-name>/.
 
@@ -82,6 +87,7 @@ def run(
         overrides=overrides,
         progress=progress,
         trust=trust,
+        max_runs=max_runs,
     )
     if isinstance(result, str):  # the dry run's commands, line by line
         typer.echo("\n".join(safe(line) for line in result.split("\n")), nl=False)
