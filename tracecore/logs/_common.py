@@ -27,12 +27,20 @@ KUNGFU_PREFIX = re.compile(r"^\[(?P<peer>[^\]\s]+?)::(?P<stream>stdout|stderr)\]
 MPIRUN_PREFIX = re.compile(r"^\[(?P<job>\d+),(?P<peer>\d+)\]<(?P<stream>stdout|stderr)>: ?")
 
 
-def read_lines(path: Path) -> list[str]:
-    """The file's lines without line ends; undecodable bytes become U+FFFD rather than an exception.
+MAX_LINE = 1 << 20  # characters of a line the line-based parsers read; a longer one is a bad line
+CHUNK_ROWS = 1 << 16  # rows gathered as Python values before they become Arrow arrays
 
-    An unreadable file raises OSError, which ingest reports per file (it keeps going with the rest).
-    """
-    return Path(path).read_bytes().decode("utf-8", errors="replace").splitlines()
+
+def log_lines(path: Path, bad: BadLines) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of a log, streamed (`bounded_lines`): a line longer than
+    MAX_LINE characters is counted as a bad line and not read into memory. Why: the parsers read
+    whole files before, so a 1 GB file (one sparse, NUL-filled line) took 2.2 GB of memory.
+    An unreadable file raises OSError, which ingest reports per file (it keeps going with the rest)."""
+    for line_no, text, cut in bounded_lines(path, MAX_LINE):
+        if cut:
+            bad.add(line_no, text[:24], f"longer than {MAX_LINE:,} characters; not read")
+        else:
+            yield line_no, text
 
 
 def bounded_lines(path: Path, max_chars: int) -> Iterator[tuple[int, str, bool]]:
@@ -98,8 +106,44 @@ def note_empty(rows: int, bad: BadLines, kind: str) -> None:
         bad.examples.append(f"no {kind} line in the file")
 
 
-def parsed_log(columns: dict[str, list[Any]], schema: pa.Schema, bad: BadLines) -> ParsedLog:
+def parsed_log(columns: dict[str, list[Any]] | Rows, schema: pa.Schema, bad: BadLines) -> ParsedLog:
     """What a parser returns: its columns as a table of `schema`, with the bad lines it counted."""
     import pyarrow as pa
 
-    return ParsedLog(table=pa.table(columns, schema=schema), bad_lines=bad.count, first_bad=bad.examples)
+    table = columns.table() if isinstance(columns, Rows) else pa.table(columns, schema=schema)
+    return ParsedLog(table=table, bad_lines=bad.count, first_bad=bad.examples)
+
+
+class Rows:
+    """A parser's rows, gathered as Python values and made Arrow arrays every CHUNK_ROWS rows.
+
+    Why: a row of Python objects costs ten times or more the Arrow values it becomes, so a big log's
+    memory follows the table it makes, not a list of everything it read.
+    """
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+        self.batches: list[pa.RecordBatch] = []
+        self.count = 0
+
+    def add(self, **values: Any) -> None:
+        """One row; a column not given is null."""
+        for name, column in self.columns.items():
+            column.append(values.get(name))
+        self.count += 1
+        if len(next(iter(self.columns.values()))) >= CHUNK_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        self.batches.append(pa.RecordBatch.from_pydict(self.columns, schema=self.schema))
+        for column in self.columns.values():
+            column.clear()
+
+    def table(self) -> pa.Table:
+        import pyarrow as pa
+
+        self._flush()
+        return pa.Table.from_batches(self.batches, schema=self.schema)

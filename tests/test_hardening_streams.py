@@ -1,0 +1,97 @@
+"""The log parsers stream: a huge line costs a bounded read, is named in one problem line, and the rows
+around it are kept (issue 25, item 15)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.test_hardening_bounds import MEASURED
+from tracecore.logs import detect_parser
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_RUN = REPO / "tracecore" / "sample" / "torch_ddp-resnet8w8-sgd-16-gloo-normal-ring"
+LOGS = Path(__file__).parent / "data" / "logs"
+LONG = 200_000_000  # bytes of one NUL-filled line (a sparse file: nothing is written to disk)
+HEAD = 9000  # more than detection's 8 KiB head, so the file is still recognised by its text
+
+
+def _script() -> str:
+    return str(Path(sys.executable).with_name("tracecore"))
+
+
+def _log_with_a_long_line(path: Path, text: str, long: int) -> None:
+    """`text`, its last line repeated past detection's head, `long` NULs with no line end, that last
+    line again."""
+    last = text.splitlines()[-1] + "\n"
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text + last * (HEAD // len(last) + 1))
+        fh.flush()
+        if long:
+            fh.truncate(fh.tell() + long)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(("\n" if long else "") + last)
+
+
+CASES = {
+    "wandb_history": ("wandb.csv", (LOGS / "wandb_history_seed002.csv").read_text()),
+    "loss_curve": ("loss.csv", (LOGS / "loss_ddp_resnet8w8_b16.csv").read_text()),
+    "benchmark_output": ("bench.txt", (LOGS / "kungfu_scalability_resnet50.txt").read_text()),
+    "train_log": ("train_history.log", (SAMPLE_RUN / "train_history.log").read_text()),
+}
+
+
+@pytest.mark.parametrize("table", sorted(CASES))
+def test_a_200_mb_line_is_read_in_bounded_memory_and_named(tmp_path: Path, table: str) -> None:
+    """Before: each parser read the whole file (and train_history.log's line iterator the whole line):
+    541-558 MB peak RSS for ingest with this 200 MB line, the train log without a word; after: 172-177
+    MB, as without the line."""
+    name, text = CASES[table]
+    run = tmp_path / "runs" / SAMPLE_RUN.name
+    shutil.copytree(SAMPLE_RUN, run)
+    log = run / name
+    _log_with_a_long_line(log, text, LONG)
+    short = tmp_path / name
+    _log_with_a_long_line(short, text, 0)
+    parser = detect_parser(short)
+    assert parser is not None
+    assert parser.table == table
+    expected = parser.parse(short).table.num_rows
+
+    out = tmp_path / "ds"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            MEASURED,
+            _script(),
+            "ingest",
+            str(tmp_path / "runs"),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    measured = json.loads(res.stdout)
+    assert measured["rss_mb"] < LONG / 1e6 + 100, measured
+    assert measured["rc"] == 3, measured  # problems found, the rest ingested
+    problems = [line for line in measured["stderr"].splitlines() if line.startswith("problem: ")]
+    assert any(
+        f"{log}: 1 unparseable line(s)" in p and "longer than 1,048,576 characters; not read" in p
+        for p in problems
+    ), problems
+    con = duckdb.connect(str(out / "tracecore.duckdb"), read_only=True)
+    try:
+        assert con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == expected  # the lines around it
+    finally:
+        con.close()
