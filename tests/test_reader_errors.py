@@ -312,3 +312,37 @@ def test_a_negative_offset_brings_a_late_counter_back(tmp_path: Path) -> None:
     assert [row["ts_ns"] for row in rows_of(batches)] == [(late - 10) * 10**9]
     assert isinstance(error, CaptureError)
     assert error.packets_read == 1
+
+
+def test_zero_filled_records_stop_the_read_as_corrupt(tmp_path: Path, corpus_dir: Path) -> None:
+    """A record of original length 0 is no packet: zero-filled data (a sparse or wiped file) read as
+    endless empty packets at ts 0 before. The packets before it are kept, the offset names it."""
+    data = (corpus_dir / HTTP).read_bytes()
+    path = tmp_path / "wiped.pcap"
+    path.write_bytes(data + bytes(4096))
+    batches, _, error = collect(path)
+    assert isinstance(error, CaptureError)
+    assert (error.offset, error.packets_read) == (len(data), 43)
+    assert str(error) == (
+        f"{path}: corrupt record: original length 0, which no real packet has (zero-filled or garbage "
+        f"data) at byte offset {len(data)}"
+    )
+    assert rows_of(batches) == read_capture(corpus_dir / HTTP).to_pylist()
+
+
+def test_read_refuses_a_gzip_bomb_of_zeros_in_one_line(tmp_path: Path, corpus_dir: Path) -> None:
+    """Before: a 1 MB gzip expanding to 1 GiB of zeros behind a pcap header was accepted as 67 M
+    zero-length packets at ts 0 without a warning (here 64 KiB → 64 MiB: 4 M such packets, exit 0)."""
+    from tests.commands import tracecore
+
+    data = (corpus_dir / HTTP).read_bytes()
+    path = tmp_path / "bomb.pcap.gz"
+    path.write_bytes(gzip.compress(data + bytes(64 << 20), compresslevel=9))
+    assert path.stat().st_size < 100_000
+    res = tracecore("read", str(path), "--format", "csv")
+    assert res.returncode == 3, res.stderr
+    assert res.stdout.count("\n") == 44  # the header and the 43 real packets
+    assert res.stderr.splitlines() == [
+        f"Error: {path}: corrupt record: original length 0, which no real packet has (zero-filled or "
+        f"garbage data), in the decompressed gzip stream at byte offset {len(data)}"
+    ]

@@ -159,6 +159,8 @@ class CaptureReader:
                 if st[abi.N]:
                     yield self._flush(cols, table, st)
                 msg = abi.ERR_MESSAGES[int(st[abi.ERR])].format(int(st[abi.ERR_VALUE]))
+                if win.kind:  # the offset counts the decompressed bytes, not the file's
+                    msg += f", in the decompressed {win.kind} stream"
                 self._count(st)
                 raise CaptureError(self.path, msg, offset, self.stats.packets)
             # ST_NEED, or a metadata block not wholly in the buffer

@@ -41,6 +41,7 @@ from tracecore.reader.abi import (
     ERR_TIMESTAMP,
     ERR_TRAILER,
     ERR_VALUE,
+    ERR_ZEROLEN,
     F_ACK_REQ,
     F_BECN,
     F_FECN,
@@ -901,6 +902,9 @@ def pcap_records(
                 st[ERR_VALUE] = cap
                 status = np.int64(ST_CORRUPT)
                 break
+            if orig == 0:  # zero-filled data: it would read as endless empty packets at time 0
+                status = _corrupt(st, ERR_ZEROLEN, 0)
+                break
             if pos + 16 + cap > end:
                 status = np.int64(ST_NEED)
                 break
@@ -1020,6 +1024,9 @@ def pcapng_blocks(
                 if 28 + cap > blen - 4:
                     status = _corrupt(st, ERR_OVERRUN, cap)
                     break
+                if orig == 0:
+                    status = _corrupt(st, ERR_ZEROLEN, 0)
+                    break
                 t = (_u32(buf, pos + 12, big) << 32) | _u32(buf, pos + 16, big)
                 if U64(t) > U64(ifs[ifid, 5]):  # past int64 ns: the product would wrap
                     status = _corrupt(st, ERR_TIMESTAMP, t)
@@ -1038,6 +1045,9 @@ def pcapng_blocks(
                     status = _corrupt(st, ERR_SHORTBLOCK, blen)
                     break
                 orig = _u32(buf, pos + 8, big)
+                if orig == 0:
+                    status = _corrupt(st, ERR_ZEROLEN, 0)
+                    break
                 cap = min(orig, blen - 16)
                 if ifs[0, 1] > 0:
                     cap = min(cap, ifs[0, 1])
