@@ -71,9 +71,11 @@ bench-ab: $(STAMP) system-deps kernels
 	  --instructions 200000 --out bench/results/rdma-roce-ab.md
 
 # Mutation check: one-line bugs in queries/, the dedup rule and the reader kernel, each run against the
-# tests that cover it (bench/mutants.py); every mutant must be killed. Report: bench/results/mutants-latest.md.
+# test modules of its area in a private copy of the checkout (bench/mutants.py); every mutant must be
+# killed. Report: bench/results/mutants-latest.md. `make test` runs the CI subset (`--ci`: a mutant of every
+# view, the dedup rule and the kernel against the tests that kill it) in tests/test_bench_mutants.py.
 mutants: $(STAMP) kernels
-	$(PY) -m bench.mutants
+	$(PY) -m bench.mutants --jobs 2
 
 clean:
 	rm -rf $(VENV) dist build tracecore-data

@@ -101,16 +101,21 @@ def run_check(out: Path, device: str, steps: int, model: str, timeout_s: float) 
         con.close()
 
 
-def judge(con: object, device: str) -> tuple[bool, str]:
-    """The verdicts of topology_check, nccl_topology and data_per_step on the dataset's one run."""
+def judge(con: object, device: str, run: str | None = None) -> tuple[bool, str]:
+    """The verdicts of topology_check, nccl_topology and data_per_step on `run` (None: the dataset's
+    one run)."""
+    runs = None if run is None else [run]
     topo = con.execute(  # type: ignore[attr-defined]
         "SELECT any_value(pattern), min(per_step_ratio), max(per_step_ratio),"
-        " coalesce(max(measured_share) FILTER (WHERE NOT predicted), 0) FROM topology_check() WHERE predicted"
-        " OR measured_share > 0"
+        " coalesce(max(measured_share) FILTER (WHERE NOT predicted), 0) FROM topology_check(runs := $runs)"
+        " WHERE predicted OR measured_share > 0",
+        {"runs": runs},
     ).fetchone()
     pattern, low, high, stray = topo
     topo_ok = low is not None and max(abs(low - 1), abs(high - 1)) <= TOLERANCE and stray < TOLERANCE
-    dps = con.execute("SELECT payload_ratio, steps FROM data_per_step()").fetchone()  # type: ignore[attr-defined]
+    dps = con.execute(  # type: ignore[attr-defined]
+        "SELECT payload_ratio, steps FROM data_per_step(runs := $runs)", {"runs": runs}
+    ).fetchone()
     ratio, steps = dps if dps else (None, 0)
     dps_ok = ratio is not None and abs(ratio - 1) <= TOLERANCE
     parts = [
@@ -121,7 +126,8 @@ def judge(con: object, device: str) -> tuple[bool, str]:
     if device == "cuda":
         rows = con.execute(  # type: ignore[attr-defined]
             "SELECT any_value(verdict), count(*), count(*) FILTER (WHERE data_bytes > 0),"
-            " coalesce(sum(data_bytes), 0) FROM nccl_topology()"
+            " coalesce(sum(data_bytes), 0) FROM nccl_topology(runs := $runs)",
+            {"runs": runs},
         ).fetchone()
         verdict, edges, measured, moved = rows
         nccl_ok = verdict is True

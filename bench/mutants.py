@@ -1,39 +1,50 @@
 """Mutation check: one-line bugs in the views, the dedup rule and the reader kernel; does the suite kill them?
 
 Each mutant replaces one exact line fragment of one file (queries/*.sql, tracecore/ingest/catalog.py,
-tracecore/reader/kernel.py) in this checkout, runs the tests that cover that file (`pytest -x`,
-bounded by --timeout), and restores the file. A mutant is *killed* when the tests fail. The
-original text is restored in a `finally`, on SIGTERM/SIGHUP/SIGINT, and, should this process be
-killed outright, at the start of the next run (from a backup written under the temp folder before
-any file is touched). Kernel mutants run under numba's JIT (`TRACECORE_JIT=1`, a private
-NUMBA_CACHE_DIR): the ahead-of-time module carries a fingerprint of kernel.py and is never used
-for a changed kernel.
+tracecore/reader/kernel.py) and runs the tests that cover it (`pytest -x`, bounded by --timeout). A
+mutant is *killed* when the tests fail (pytest's exit status 1: a test failed or errored; the
+baseline run below rules out failures the mutant did not cause). Mutants never touch this checkout:
+each runs in a private copy of it (the packages, queries/, tests/, bench/ and pyproject.toml, beside a
+link to ../shared) made under the temp folder, so the suite can run meanwhile, several mutants can
+run at once (--jobs), and a run stopped early leaves nothing behind but that folder. Kernel mutants
+run under numba's JIT (`TRACECORE_JIT=1`, a private NUMBA_CACHE_DIR): the ahead-of-time module
+carries a fingerprint of kernel.py and is never used for a changed kernel.
 
-    python -m bench.mutants                       # every mutant, report in bench/results/mutants-latest.md
+Two sets: every mutant against the test modules of its area (`make mutants`, report
+bench/results/mutants-latest.md), and the CI subset (`--ci`: at least one mutant of every view file in
+queries/, the dedup rule and the kernel, each against the few tests that kill it; report
+bench/results/mutants-ci.md; tests/test_bench_mutants.py runs it in `make test`).
+
+    python -m bench.mutants --jobs 2              # every mutant, report in bench/results/mutants-latest.md
+    python -m bench.mutants --ci                  # the CI subset, report in bench/results/mutants-ci.md
     python -m bench.mutants --only data_per_step  # mutants whose name contains the text
     python -m bench.mutants --tests tests/test_views_exact.py --no-kernel   # which mutants these tests kill
 
-Before the mutants, the selected tests run once on the unmodified checkout and must pass.
+Before the mutants, the selected tests run once on the unmodified copy and must pass.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
+import contextlib
 import os
+import queue
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
+# What a private copy holds: everything the tests import or read from the checkout.
+COPIED = ("tracecore", "cli", "runners", "queries", "tests", "bench", "pyproject.toml")
 
 VIEW_TESTS = (
     "tests/test_views.py",
@@ -45,7 +56,14 @@ VIEW_TESTS = (
 )
 DEDUP_TESTS = ("tests/test_dedup.py", "tests/test_ingest.py")
 KERNEL_TESTS = ("tests/test_reader_corpus.py", "tests/test_views_exact.py")
-NCCL_TESTS = ("tests/test_views_nccl.py",)
+NCCL_TESTS = ("tests/test_views_nccl.py", "tests/test_views_nccl_socket.py")
+COLLECTIVE_TESTS = ("tests/test_views_collectives.py",)
+RDMA_TESTS = ("tests/test_views_rdma.py",)
+SHARED_QP_TEST = (
+    "tests/test_views_rdma.py::test_a_flow_is_told_apart_by_its_receiver_when_receivers_share_a_qp_number"
+)
+PREBUILT_ENV = "TRACECORE_TEST_SAMPLE_DATASET"  # tests/test_views_support.py's
+RUNNING: set[subprocess.Popen] = set()  # the test runs going now, killed when this run stops early
 WINDOW = "FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)"
 WINDOW_NO_END = "FROM packets_window(runs := runs, from_ns := from_ns, to_ns := NULL)"
 
@@ -57,7 +75,8 @@ class Mutant:
     old: str
     new: str
     bug: str
-    tests: tuple[str, ...] = VIEW_TESTS
+    tests: tuple[str, ...] = VIEW_TESTS  # the full run's tests: the modules of the mutant's area
+    ci: tuple[str, ...] = ()  # the CI subset's tests (pytest node ids that kill it); empty: not in it
 
     @property
     def kernel(self) -> bool:
@@ -72,6 +91,7 @@ MUTANTS = [
         "range(sp.k_lo, sp.k_hi + 1)",
         "range(sp.k_lo, sp.k_hi)",
         "the last bin of every pair (link_util) and run (link_total) is dropped",
+        ci=("tests/test_views.py::test_link_util[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring-10000000]",),
     ),
     Mutant(
         "flow_matrix.swapped_src_dst",
@@ -79,13 +99,15 @@ MUTANTS = [
         "any_value(src_ip) AS src_ip, any_value(dst_ip) AS dst_ip",
         "any_value(dst_ip) AS src_ip, any_value(src_ip) AS dst_ip",
         "source and destination swapped",
+        ci=("tests/test_views.py::test_flow_matrix[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring]",),
     ),
     Mutant(
-        "link_ci.missing_1.96_low",
+        "link_ci.missing_quantile_low",
         "queries/link_ci.sql",
-        "s.mean_gbps - 1.96 * s.std_gbps / sqrt(s.windows) AS ci_low_gbps",
-        "s.mean_gbps - s.std_gbps / sqrt(s.windows) AS ci_low_gbps",
-        "CI half-width without the 1.96",
+        "coalesce(bs.lo, s.mean_gbps - q.q * s.std_gbps / sqrt(s.windows))",
+        "coalesce(bs.lo, s.mean_gbps - s.std_gbps / sqrt(s.windows))",
+        "CI half-width without the quantile (t or 1.96)",
+        ci=("tests/test_views.py::test_throughput_ci",),
     ),
     Mutant(
         "dedup.on_dst_ip",
@@ -94,6 +116,7 @@ MUTANTS = [
         "f\" AND dst_ip IN ({', '.join(map(_lit, others))}))\"",
         "dedup on dst_ip: the receiver's copy is kept",
         DEDUP_TESTS,
+        ci=("tests/test_dedup.py::test_hidden_rows_are_the_copies_received_from_other_workers",),
     ),
     Mutant(
         "kernel.tcp_port_offset",
@@ -102,6 +125,7 @@ MUTANTS = [
         "dport = _u16be(buf, t + 4)\n            valid = np.int64(1)\n        if t + 14",
         "destination port read at the wrong offset",
         KERNEL_TESTS,
+        ci=("tests/test_reader_corpus.py::test_matches_tshark[arkime__ssl-selfsign.pcap]",),
     ),
     # ---- windows: the last bin is the one holding end − 1 ----------------------------------------
     Mutant(
@@ -117,6 +141,9 @@ MUTANTS = [
         "(any_value(w.hi_ns) - 1) // r.width",
         "any_value(w.hi_ns) // r.width",
         "bins counted to hi // width",
+        ci=(
+            "tests/test_views_windows.py::test_burstiness_window[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring-bin_edge]",
+        ),
     ),
     Mutant(
         "link_ci.windows_off_by_one",
@@ -131,6 +158,9 @@ MUTANTS = [
         "p.ts_ns < w.hi_ns",
         "p.ts_ns <= w.hi_ns",
         "the window's end is inclusive",
+        ci=(
+            "tests/test_views_windows.py::test_link_util_window[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring-on_packet-10000000]",
+        ),
     ),
     Mutant(
         "bytes_sent.window_end_ignored",
@@ -152,6 +182,9 @@ MUTANTS = [
         WINDOW,
         WINDOW_NO_END,
         "to_ns not passed on",
+        ci=(
+            "tests/test_views_windows.py::test_temporal_flows_window[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring-bin_edge]",
+        ),
     ),
     Mutant(
         "flow_matrix_mean.window_end_ignored",
@@ -159,6 +192,9 @@ MUTANTS = [
         "FROM flow_matrix(runs := runs, from_ns := from_ns, to_ns := to_ns)",
         "FROM flow_matrix(runs := runs, from_ns := from_ns, to_ns := NULL)",
         "to_ns not passed on",
+        ci=(
+            "tests/test_views_windows.py::test_flow_matrix_mean_window[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring-bin_edge]",
+        ),
     ),
     # ---- link labels and CIs ---------------------------------------------------------------------
     Mutant(
@@ -167,13 +203,14 @@ MUTANTS = [
         "xor(xor(hash(s.ip), hash(d.ip) >> 1), hash(s.run) >> 2) AS pair",
         "xor(xor(hash(d.ip), hash(s.ip) >> 1), hash(s.run) >> 2) AS pair",
         "link labels swapped",
+        ci=("tests/test_views.py::test_link_util[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring-10000000]",),
     ),
     Mutant(
-        "link_ci.missing_1.96_high",
+        "link_ci.missing_quantile_high",
         "queries/link_ci.sql",
-        "s.mean_gbps + 1.96 * s.std_gbps / sqrt(s.windows) AS ci_high_gbps",
-        "s.mean_gbps + s.std_gbps / sqrt(s.windows) AS ci_high_gbps",
-        "CI half-width without the 1.96",
+        "coalesce(bs.hi, s.mean_gbps + q.q * s.std_gbps / sqrt(s.windows))",
+        "coalesce(bs.hi, s.mean_gbps + s.std_gbps / sqrt(s.windows))",
+        "CI half-width without the quantile (t or 1.96)",
     ),
     Mutant(
         "link_ci.population_std",
@@ -203,6 +240,9 @@ MUTANTS = [
         "sum(payload)::BIGINT AS payload_bytes",
         "sum(bytes)::BIGINT AS payload_bytes",
         "payload_bytes summed from frame bytes",
+        ci=(
+            "tests/test_views_exact.py::test_data_per_step_every_column[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring]",
+        ),
     ),
     Mutant(
         "data_per_step.rank_bytes_steps_plus_1",
@@ -217,6 +257,7 @@ MUTANTS = [
         "count(*) - 1 AS steps",
         "count(*) AS steps",
         "steps = Batch rows, not rows − 1",
+        ci=("tests/test_views.py::test_data_per_step[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring]",),
     ),
     # ---- bytes_sent --------------------------------------------------------------------------------
     Mutant(
@@ -225,6 +266,9 @@ MUTANTS = [
         "a.bytes / sum(a.bytes) OVER (PARTITION BY a.run) AS share",
         "a.packets / sum(a.packets) OVER (PARTITION BY a.run) AS share",
         "share from packet counts",
+        ci=(
+            "tests/test_views_exact.py::test_bytes_sent_packets_and_share[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring]",
+        ),
     ),
     Mutant(
         "bytes_sent.packets_with_payload",
@@ -247,6 +291,9 @@ MUTANTS = [
         "count(b.run) AS baseline_runs",
         "count(*) AS baseline_runs",
         "a run without baseline counts 1",
+        ci=(
+            "tests/test_views_duration.py::test_train_duration_normalizes_by_the_zero_loss_runs_of_the_configuration",
+        ),
     ),
     Mutant(
         "train_duration.min_baseline",
@@ -276,6 +323,9 @@ MUTANTS = [
         "WHEN 'ring_prev' THEN d.rank = (s.rank + s.n - 1) % s.n",
         "WHEN 'ring_prev' THEN d.rank = (s.rank + 1) % s.n",
         "gloo ring predicted as i → i+1",
+        ci=(
+            "tests/test_views_physics.py::test_topology_check_shows_the_gloo_ring[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring]",
+        ),
     ),
     # ---- NCCL's account against the wire -------------------------------------------------------------
     Mutant(
@@ -293,6 +343,31 @@ MUTANTS = [
         "THEN true END AS qp_agrees",
         "measured QPs never compared with the logged ones",
         NCCL_TESTS,
+        ci=("tests/test_views_nccl.py::test_rotated_logs_keep_the_ring_shape_but_not_its_qps",),
+    ),
+    Mutant(
+        "nccl_topology.any_tcp_is_nccl",
+        "queries/nccl_topology.sql",
+        "WHERE c.opened AND c.opening = [1, 4, 8] AND c.payload > 13",
+        "WHERE c.payload > 13",
+        "the bootstrap's and TCPStore's connections counted as NCCL socket data",
+        NCCL_TESTS,
+    ),
+    Mutant(
+        "nccl_topology.little_data_contradicts",
+        "queries/nccl_topology.sql",
+        "WHEN NOT expected AND little THEN qp_agrees IS NOT DISTINCT FROM false",
+        "WHEN false THEN NULL",
+        "a small all-reduce on the other algorithm's links taken for a contradiction",
+        NCCL_TESTS,
+    ),
+    Mutant(
+        "nccl_edges.tree_lines_beside_trees",
+        "queries/nccl_edges.sql",
+        "WHERE source IS DISTINCT FROM 'Tree' OR NOT has_trees",
+        "WHERE true",
+        "the trees as built (`Tree c`, more channels than kept) declared beside the `Trees` line",
+        NCCL_TESTS,
     ),
     Mutant(
         "nccl_edges.ring_prev_reversed",
@@ -301,6 +376,7 @@ MUTANTS = [
         "SELECT run, comm_id, 'ring', channel, rank, prev_rank, NULL",
         "the edge into a rank from its ring predecessor read backwards",
         NCCL_TESTS,
+        ci=("tests/test_views_nccl.py::test_the_measured_graph_equals_the_declared_ring_qp_by_qp",),
     ),
     Mutant(
         "nccl_rank_workers.address_before_name",
@@ -309,6 +385,9 @@ MUTANTS = [
         "coalesce(a.address_worker, r.worker) AS worker",
         "a log beside another worker's capture mapped by its address, hiding the misplacement's edges",
         NCCL_TESTS,
+        ci=(
+            "tests/test_views_nccl.py::test_a_log_beside_the_wrong_capture_is_reported_with_the_wrong_edges",
+        ),
     ),
     Mutant(
         "topology_check.nccl_ring_from_trees",
@@ -351,27 +430,202 @@ MUTANTS = [
         "a tunnelled packet's inner destination port read at the wrong offset",
         ("tests/test_reader_rdma.py",),
     ),
+    # ---- the views no mutant reached before (issue 25) ---------------------------------------------------
+    Mutant(
+        "accuracy_vs_data.cum_gb_in_gib",
+        "queries/accuracy_vs_data.sql",
+        "OVER (PARTITION BY s.run ORDER BY s.step) / 1e9 AS cum_gb",
+        "OVER (PARTITION BY s.run ORDER BY s.step) / 1073741824 AS cum_gb",
+        "cumulative data in GiB, not GB",
+        ci=("tests/test_views.py::test_accuracy_vs_data[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring]",),
+    ),
+    Mutant(
+        "run_bounds.last_packet_outside",
+        "queries/run_bounds.sql",
+        "coalesce(to_ns::BIGINT, end_ns + 1 - start_ns)",
+        "coalesce(to_ns::BIGINT, end_ns - start_ns)",
+        "a run's window ends at its last packet, leaving that packet out",
+        ci=("tests/test_views.py::test_run_bounds",),
+    ),
+    Mutant(
+        "run_meta.phantom_run",
+        "queries/run_meta.sql",
+        "NULL::VARCHAR AS extra WHERE false",
+        "NULL::VARCHAR AS extra WHERE true",
+        "the typed empty row set adds a row: a run of NULLs",
+        ci=("tests/test_views.py::test_every_view_is_documented_and_runs",),
+    ),
+    Mutant(
+        "run_summary.log_steps_count_epochs",
+        "queries/run_summary.sql",
+        "count(*) FILTER (WHERE type = 'Batch') AS log_steps",
+        "count(*) AS log_steps",
+        "logged steps count the Epoch rows too",
+        ci=("tests/test_views.py::test_run_summary",),
+    ),
+    Mutant(
+        "throughput_ci.window_end_ignored",
+        "queries/throughput_ci.sql",
+        "to_ns := to_ns, by_pair := false, method := method)",
+        "to_ns := NULL, by_pair := false, method := method)",
+        "to_ns not passed on",
+        ci=("tests/test_views.py::test_throughput_ci",),
+    ),
+    Mutant(
+        "link_total.window_end_ignored",
+        "queries/link_total.sql",
+        "to_ns := to_ns, by_pair := false)",
+        "to_ns := NULL, by_pair := false)",
+        "to_ns not passed on",
+        ci=(
+            "tests/test_views_windows.py::test_link_total_window[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring-bin_edge]",
+        ),
+    ),
+    Mutant(
+        "link_util.window_end_ignored",
+        "queries/link_util.sql",
+        "to_ns := to_ns, by_pair := true)",
+        "to_ns := NULL, by_pair := true)",
+        "to_ns not passed on",
+        ci=(
+            "tests/test_views_windows.py::test_link_util_window[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring-bin_edge-10000000]",
+        ),
+    ),
+    Mutant(
+        "link_util_ci.src_dst_swapped",
+        "queries/link_util_ci.sql",
+        "src := src, dst := dst,",
+        "src := dst, dst := src,",
+        "the asked link's ends swapped",
+        ci=("tests/test_views.py::test_link_util_ci",),
+    ),
+    Mutant(
+        "congestion.marks_on_reverse_link",
+        "queries/congestion.sql",
+        "SELECT xor(xor(hash(src_ip), hash(dst_ip) >> 1), hash(run) >> 2) AS pair",
+        "SELECT xor(xor(hash(dst_ip), hash(src_ip) >> 1), hash(run) >> 2) AS pair",
+        "ECN-CE marks and CNPs put on the reverse link",
+        RDMA_TESTS,
+        ci=("tests/test_views_rdma.py::test_congestion_counts_marks_and_cnps_per_link_and_bin[10000000]",),
+    ),
+    Mutant(
+        "rdma_flows.qp_without_dst",
+        "queries/rdma_flows.sql",
+        "SELECT hash(run, src_ip, dst_ip, rdma_dest_qp) AS flow",
+        "SELECT hash(run, src_ip, rdma_dest_qp) AS flow",
+        "flows keyed by (src, QP): two receivers whose QPs share a number merge",
+        RDMA_TESTS,
+        ci=(SHARED_QP_TEST,),
+    ),
+    Mutant(
+        "flow_counts.qp_without_dst",
+        "queries/flow_counts.sql",
+        "count(DISTINCT (src_ip, dst_ip, rdma_dest_qp))",
+        "count(DISTINCT (src_ip, rdma_dest_qp))",
+        "qp flows counted by (src, QP): two receivers whose QPs share a number count once",
+        RDMA_TESTS,
+        ci=(SHARED_QP_TEST,),
+    ),
+    # ---- collectives joined to their packets (issue 28) ------------------------------------------------
+    Mutant(
+        "collective_calls.instance_without_clock_offset",
+        "queries/collective_calls.sql",
+        "min(p.start_ns - coalesce(p.clock_offset_ns, 0)) OVER instance AS instance_start_ns",
+        "min(p.start_ns) OVER instance AS instance_start_ns",
+        "an instance's start on each rank's own clock, not on one clock",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock",),
+    ),
+    Mutant(
+        "collective_rank_workers.capture_numbered_from_one",
+        "queries/collective_rank_workers.sql",
+        "([-_.]|$)', 1) AS INTEGER), NULL,",
+        "([-_.]|$)', 1) AS INTEGER) - 1, NULL,",
+        "captures read as numbered from 1: worker-1 taken for rank 0",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_without_nccl_logs_each_rank_is_the_capture_of_its_number",
+        ),
+    ),
+    Mutant(
+        "train_steps.numbered_from_one",
+        "queries/train_steps.sql",
+        "SELECT run, row_number() OVER (PARTITION BY run ORDER BY ts_ns, id) - 1 AS step,",
+        "SELECT run, row_number() OVER (PARTITION BY run ORDER BY ts_ns, id) AS step,",
+        "logged steps numbered from 1, the profiler's from 0",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_the_sources_agree_where_they_overlap",),
+    ),
+    Mutant(
+        "collective_links.all_reduce_without_the_2",
+        "queries/collective_links.sql",
+        "WHEN op = 'all_reduce' THEN 2.0 * (n - 1) / n * bytes * share",
+        "WHEN op = 'all_reduce' THEN (n - 1) / n * bytes * share",
+        "a ring all-reduce predicted as one pass (reduce-scatter only)",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_acceptance_every_all_reduce_matched_and_within_two_percent",
+        ),
+    ),
+    Mutant(
+        "collective_wire.ratio_of_the_time_window",
+        "queries/collective_wire.sql",
+        "coalesce(w.bytes, 0) / l.predicted_bytes AS ratio, cn.connections,",
+        "coalesce(wn.window_bytes, 0) / l.predicted_bytes AS ratio, cn.connections,",
+        "the ratio from the bytes inside the time window, not those attributed by byte order",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_acceptance_every_all_reduce_matched_and_within_two_percent",
+        ),
+    ),
+    Mutant(
+        "collective_coverage.span_without_end",
+        "queries/collective_coverage.sql",
+        "AND p.ts_ns BETWEEN s.span_start_ns AND s.span_end_ns",
+        "AND p.ts_ns >= s.span_start_ns",
+        "the payload counted to the end of the capture, past the source's last collective",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_acceptance_every_all_reduce_matched_and_within_two_percent",
+        ),
+    ),
+    Mutant(
+        "collective_clock_check.lead_sign_flipped",
+        "queries/collective_clock_check.sql",
+        "max(sender_start_ns - first_byte_ns) AS lead_ns",
+        "max(first_byte_ns - sender_start_ns) AS lead_ns",
+        "the lead of the first bytes over the start measured the wrong way round",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_a_rank_clock_shifted_by_50_ms_fails_the_check_with_a_clear_message",
+        ),
+    ),
+    Mutant(
+        "collective_stragglers.first_rank_named",
+        "queries/collective_stragglers.sql",
+        "arg_max(rank, t_start) AS last_rank, arg_max(worker, t_start) AS last_worker,",
+        "arg_min(rank, t_start) AS last_rank, arg_max(worker, t_start) AS last_worker,",
+        "the rank that started first named as the straggler",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_stragglers_name_the_rank_that_started_last",),
+    ),
+    Mutant(
+        "step_breakdown.overlap_is_either",
+        "queries/step_breakdown.sql",
+        "coalesce(sum(dt) FILTER (WHERE c > 0 AND p > 0), 0)::BIGINT AS overlap_ns",
+        "coalesce(sum(dt) FILTER (WHERE c > 0 OR p > 0), 0)::BIGINT AS overlap_ns",
+        "overlap counted where either compute or communication runs",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_step_breakdown_splits_each_profiled_step",),
+    ),
 ]
 
 
-# ---- guaranteed restore ---------------------------------------------------------------------------
-BACKUP = (
-    Path(tempfile.gettempdir())
-    / f"tracecore-mutants-{hashlib.sha1(str(REPO).encode()).hexdigest()[:12]}.json"
-)
+def ci_subset() -> list[Mutant]:
+    return [m for m in MUTANTS if m.ci]
 
 
-def restore_leftovers() -> list[str]:
-    """Put back any file a killed earlier run left mutated; returns the files restored."""
-    if not BACKUP.is_file():
-        return []
-    saved = json.loads(BACKUP.read_text(encoding="utf-8"))
-    for rel, text in saved.items():
-        (REPO / rel).write_text(text, encoding="utf-8")
-    BACKUP.unlink()
-    return sorted(saved)
-
-
+# ---- private copies of the checkout -----------------------------------------------------------------
 class StopRequestedError(Exception):
     pass
 
@@ -380,40 +634,91 @@ def _on_signal(signum, _frame) -> None:
     raise StopRequestedError(f"signal {signum}")
 
 
-def apply(m: Mutant) -> str:
-    path = REPO / m.path
+def make_copy(parent: Path) -> Path:
+    """A copy of the checkout's code and tests under `parent`, with ../shared reachable as from here.
+
+    Why a copy works: `python -m pytest` puts its working directory first on sys.path, so the copy's
+    tracecore, tests and bench are the ones imported (views find queries/ beside the package)."""
+    root = parent / REPO.name
+    root.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+    for name in COPIED:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, root / name, ignore=ignore, symlinks=True)
+        else:
+            shutil.copy2(src, root / name)
+    shared = REPO.parent / "shared"
+    if shared.exists():
+        (parent / "shared").symlink_to(shared)
+    return root
+
+
+def apply(m: Mutant, root: Path) -> str:
+    path = root / m.path
     text = path.read_text(encoding="utf-8")
     if text.count(m.old) != 1:
         raise SystemExit(f"mutant {m.name}: {m.old!r} occurs {text.count(m.old)} times in {m.path}, not once")
-    BACKUP.write_text(json.dumps({m.path: text}), encoding="utf-8")
     path.write_text(text.replace(m.old, m.new), encoding="utf-8")
     return text
 
 
-def revert(m: Mutant, text: str) -> None:
-    (REPO / m.path).write_text(text, encoding="utf-8")
-    BACKUP.unlink(missing_ok=True)
+def revert(m: Mutant, root: Path, text: str) -> None:
+    (root / m.path).write_text(text, encoding="utf-8")
 
 
 # ---- running tests ----------------------------------------------------------------------------------
-def run_tests(tests: tuple[str, ...], timeout: float, jit: bool) -> tuple[str, float, str]:
-    """(outcome, seconds, first failure): outcome is passed | failed | timeout | error."""
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-    with tempfile.TemporaryDirectory(prefix="mutant-numba-") as cache:
-        env["NUMBA_CACHE_DIR"] = cache
+def _clean_env() -> dict[str, str]:
+    """This process's environment without pytest's and tracecore's own variables (a run inside the
+    suite must not hand its xdist worker's or its JIT choice on)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TRACECORE_"))}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def prebuild_sample(root: Path, dest: Path) -> None:
+    """The view tests' sample dataset, ingested once by the unmutated copy at `root` into `dest`
+    (tests/test_views_support.py copies it instead of ingesting in each run of a view mutant)."""
+    code = (
+        "import shutil, sys\nfrom tests.test_views_support import dataset_dir\n"
+        "shutil.copytree(dataset_dir(), sys.argv[1])"
+    )
+    subprocess.run([PY, "-c", code, str(dest)], cwd=root, env=_clean_env(), check=True, capture_output=True)
+
+
+def run_tests(
+    root: Path, tests: tuple[str, ...], timeout: float, jit: bool, extra_env: dict[str, str] | None = None
+) -> tuple[str, float, str]:
+    """(outcome, seconds, first failure) of the tests in the copy at `root`: outcome is passed |
+    failed (a test failed or errored) | error (pytest could not run them: collection, usage) | timeout."""
+    env = {**_clean_env(), **(extra_env or {})}
+    with tempfile.TemporaryDirectory(prefix="mutant-run-") as tmp:
+        env["NUMBA_CACHE_DIR"] = str(Path(tmp) / "numba")
         if jit:
             env["TRACECORE_JIT"] = "1"
-        cmd = [PY, "-m", "pytest", "-x", "-q", "-rf", "-p", "no:cacheprovider", *tests]
+        cmd = [
+            PY,
+            "-m",
+            "pytest",
+            "-x",
+            "-q",
+            "-rfE",
+            "-p",
+            "no:cacheprovider",
+            "--basetemp",
+            f"{tmp}/pytest",
+        ]
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            cmd,
-            cwd=REPO,
+            [*cmd, *tests],
+            cwd=root,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
         )
+        RUNNING.add(proc)
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -424,78 +729,151 @@ def run_tests(tests: tuple[str, ...], timeout: float, jit: bool) -> tuple[str, f
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             raise
+        finally:
+            RUNNING.discard(proc)
         wall = time.perf_counter() - t0
-    first = next((line[len("FAILED ") :] for line in out.splitlines() if line.startswith("FAILED ")), "")
-    first = first.split(" - ")[0]
-    if not first:
-        first = next((line for line in out.splitlines() if line.startswith("ERROR ")), "")
-    outcome = {0: "passed", 1: "failed"}.get(proc.returncode, "error")
-    if outcome == "error" and not first:
-        first = out.strip().splitlines()[-1] if out.strip() else f"pytest exit {proc.returncode}"
-    return outcome, wall, first
+    failures = [
+        line.split(" ", 1)[1].split(" - ")[0]
+        for line in out.splitlines()
+        if line.startswith(("FAILED ", "ERROR "))
+    ]
+    if proc.returncode == 0:
+        return "passed", wall, ""
+    if proc.returncode == 1:
+        return "failed", wall, failures[0] if failures else ""
+    return "error", wall, (out.strip().splitlines() or [f"pytest exit {proc.returncode}"])[-1]
+
+
+def _kill_running() -> None:
+    """End the test runs still going (their process groups), before their copies are removed."""
+    for proc in list(RUNNING):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _run_mutants(
+    chosen: list[Mutant], copies: list[Path], selection, timeout: float, say, sample: dict[str, str]
+) -> list[tuple[Mutant, str, float, str]]:
+    """Each mutant in one of the copies (one thread per copy), results in the order of `chosen`. A
+    mutant of a view gets the prebuilt sample dataset (`sample`): a view is not read by ingest."""
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for i, m in enumerate(chosen):
+        todo.put((i, m))
+    results: dict[int, tuple] = {}
+    stop = threading.Event()
+
+    def work(root: Path) -> None:
+        while not stop.is_set():
+            try:
+                i, m = todo.get_nowait()
+            except queue.Empty:
+                return
+            text = apply(m, root)
+            try:
+                view = m.path.startswith("queries/")
+                outcome, wall, first = run_tests(
+                    root, selection(m), timeout, m.kernel, sample if view else None
+                )
+            finally:
+                revert(m, root, text)
+            status = {"failed": "killed", "passed": "SURVIVED"}.get(outcome, outcome)
+            results[i] = (m, status, wall, first)
+            say(f"{status:9} {wall:6.1f} s  {m.name}  {first}")
+
+    threads = [threading.Thread(target=work, args=(root,), daemon=True) for root in copies]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+    finally:
+        stop.set()
+        _kill_running()
+    if len(results) != len(chosen):
+        raise SystemExit(f"{len(chosen) - len(results)} mutant(s) did not run (see the errors above)")
+    return [results[i] for i in sorted(results)]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ci", action="store_true", help="the CI subset, each against the node ids that kill it")
     ap.add_argument("--only", action="append", default=[], help="run mutants whose name contains this text")
-    ap.add_argument("--tests", nargs="+", help="run these test files for every mutant instead of its own set")
+    ap.add_argument("--tests", nargs="+", help="run these tests for every mutant instead of its own set")
     ap.add_argument("--no-kernel", action="store_true", help="skip the reader-kernel mutants (JIT, slow)")
+    ap.add_argument(
+        "--jobs", type=int, default=1, help="mutants run at once, each in its own copy (default 1)"
+    )
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant (default 300)")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "mutants-latest.md")
+    ap.add_argument(
+        "--out", type=Path, help="the report (default bench/results/mutants-latest.md, --ci: -ci.md)"
+    )
     args = ap.parse_args(argv)
+    out = args.out or REPO / "bench" / "results" / ("mutants-ci.md" if args.ci else "mutants-latest.md")
 
-    leftovers = restore_leftovers()
-    if leftovers:
-        print(f"restored files a previous run left mutated: {', '.join(leftovers)}", flush=True)
-    chosen = [m for m in MUTANTS if not args.only or any(o in m.name for o in args.only)]
+    chosen = [
+        m
+        for m in (ci_subset() if args.ci else MUTANTS)
+        if not args.only or any(o in m.name for o in args.only)
+    ]
     if args.no_kernel:
         chosen = [m for m in chosen if not m.kernel]
     if not chosen:
         raise SystemExit("no mutant selected")
     override = tuple(args.tests) if args.tests else None
+
+    def selection(m: Mutant) -> tuple[str, ...]:
+        return override or (m.ci if args.ci else m.tests)
+
     for m in chosen:  # every mutant applies to the current sources before anything runs
         if (REPO / m.path).read_text(encoding="utf-8").count(m.old) != 1:
             raise SystemExit(f"mutant {m.name}: its line is not (once) in {m.path}")
 
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     started = time.perf_counter()
-    baseline_tests = override or tuple(dict.fromkeys(t for m in chosen for t in m.tests))
-    outcome, wall, first = run_tests(baseline_tests, args.timeout * 3, jit=False)
-    print(f"baseline ({len(baseline_tests)} files): {outcome} in {wall:.0f} s {first}", flush=True)
-    if outcome != "passed":
-        print("the unmodified checkout must pass the selected tests first", file=sys.stderr)
-        return 2
-
-    results = []
     try:
-        for m in chosen:
-            text = apply(m)
-            try:
-                outcome, wall, first = run_tests(override or m.tests, args.timeout, jit=m.kernel)
-            finally:
-                revert(m, text)
-            status = {"failed": "killed", "passed": "SURVIVED"}.get(outcome, outcome)
-            results.append((m, status, wall, first))
-            print(f"{status:9} {wall:6.1f} s  {m.name}  {first}", flush=True)
-    except StopRequestedError as err:
-        print(f"interrupted ({err}); files restored", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="tracecore-mutants-") as tmp:
+            jobs = max(1, min(args.jobs, len(chosen)))
+            copies = [make_copy(Path(tmp) / f"copy{i}") for i in range(jobs)]
+            prebuild_sample(copies[0], Path(tmp) / "sample-data")
+            sample = {PREBUILT_ENV: str(Path(tmp) / "sample-data")}
+            baseline_tests = tuple(dict.fromkeys(t for m in chosen for t in selection(m)))
+            outcome, wall, first = run_tests(copies[0], baseline_tests, args.timeout * 3, False, sample)
+            say(f"baseline ({len(baseline_tests)} test selections): {outcome} in {wall:.0f} s {first}")
+            if outcome != "passed":
+                print("the unmodified checkout must pass the selected tests first", file=sys.stderr)
+                return 2
+            results = _run_mutants(chosen, copies, selection, args.timeout, say, sample)
+    except (StopRequestedError, KeyboardInterrupt) as err:
+        print(f"interrupted ({err or 'Ctrl-C'}); the checkout was never touched", file=sys.stderr)
         return 130
     total = time.perf_counter() - started
+    write_report(out, results, total, args, override, argv)
+    killed = sum(1 for _, s, _, _ in results if s == "killed")
+    say(f"{killed}/{len(results)} killed in {total:.0f} s; {out}")
+    return 0 if killed == len(results) else 1
 
+
+def write_report(out: Path, results: list, total: float, args, override, argv: list[str] | None) -> None:
+    """The Markdown report: one row per mutant (name, file, bug, result, seconds, first failing test)."""
     killed = sum(1 for _, s, _, _ in results if s == "killed")
     command = shlex.join(["python", "-m", "bench.mutants", *(sys.argv[1:] if argv is None else argv)])
+    what = "the CI subset (`--ci`)" if args.ci else "every mutant (`make mutants`)"
     lines = [
-        "# Mutation check (`python -m bench.mutants`, `make mutants`)",
+        f"# Mutation check: {what}",
         "",
-        f"{killed} of {len(results)} mutants killed; wall time {total:.0f} s on this machine"
-        f" (baseline run included; per mutant `pytest -x`, limit {args.timeout:.0f} s).",
+        f"{killed} of {len(results)} mutants killed; wall time {total:.0f} s on this machine with {args.jobs}"
+        f" job(s) (baseline run included; per mutant `pytest -x`, limit {args.timeout:.0f} s).",
         "",
         f"Command: `{command}`, {time.strftime('%Y-%m-%d', time.gmtime())}.",
         "",
         f"Tests: {', '.join(override)} for every mutant."
         if override
-        else "Tests: each mutant's own set (below).",
+        else "Tests: each mutant's own " + ("node ids (below)." if args.ci else "set (below)."),
         "",
         "| mutant | file | bug | result | s | first failing test |",
         "|---|---|---|---|---:|---|",
@@ -503,7 +881,9 @@ def main(argv: list[str] | None = None) -> int:
     for m, status, wall, first in results:
         cell = re.sub(r"\|", "\\|", first)
         lines.append(f"| {m.name} | {m.path} | {m.bug} | {status} | {wall:.0f} | `{cell}` |")
-    if not override:
+    if not override and args.ci:
+        lines += ["", "Test selections:"] + [f"- {m.name}: {', '.join(m.ci)}" for m, *_ in results]
+    elif not override:
         lines += [
             "",
             "Test sets:",
@@ -513,10 +893,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         named = (VIEW_TESTS, DEDUP_TESTS, KERNEL_TESTS)
         lines += [f"- {m.name}: {', '.join(m.tests)}" for m, *_ in results if m.tests not in named]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print(f"{killed}/{len(results)} killed in {total:.0f} s; {args.out}", flush=True)
-    return 0 if killed == len(results) else 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

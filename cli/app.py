@@ -62,12 +62,9 @@ def main() -> None:
     Why: once a command has returned, everything it wrote is closed, fsynced and renamed, yet
     Python's shutdown would still free every object and unload Arrow, DuckDB and numba: 0.2-0.4 s
     after an ingest, a sixth of the whole run. Output is flushed and the process leaves at once.
+    Nothing else differs from `app()`: hiding pandas from pyarrow here (0.3 CPU-s) failed ingest on
+    the JIT path (tests/test_cli_jit.py runs this console script; bench/results/jit-startup.md).
     """
-    if sys.argv[1:2] == ["ingest"]:
-        # pyarrow imports pandas, when it is installed, on its first conversion of Python objects:
-        # 0.23 CPU-s, a tenth of an ingest of 2 GB, for nothing an ingest uses. Hidden in this
-        # process only (CliRunner tests call `app`, not `main`, and keep pandas).
-        sys.modules.setdefault("pandas", None)  # type: ignore[arg-type]
     code: int | str | None = 0
     try:
         app()

@@ -66,9 +66,9 @@ def writing(out: Path | None) -> Iterator[None]:
         raise OutputError(f"cannot write {where}: {err.strerror or err}") from None
 
 
-def save_chart(chart: alt.TopLevelMixin, path: Path) -> Path:
+def save_chart(chart: alt.TopLevelMixin, path: Path, scale: float | None = None) -> Path:
     """`render.save`, with a file that cannot be written as one line (see `sink`)."""
     from tracecore.figures.render import save
 
     with writing(path):
-        return save(chart, path)
+        return save(chart, path, scale=scale)

@@ -70,9 +70,26 @@ Figure = Annotated[
     typer.Option(
         "--figure",
         callback=_figure,
-        help="Also save the figure: .png, .svg, .html or .json.",
+        help="Also save the figure: .png, .svg, .pdf, .html or .json.",
         show_default="none",
     ),
+]
+# the time options of `query` and `figure`: a bin width and a window on each run's own clock
+Bin = Annotated[
+    str | None,
+    typer.Option(
+        "--bin", help="Bin or window width, e.g. 10ms, 100us, 1s (bare number: s).", show_default="its own"
+    ),
+]
+From = Annotated[
+    str | None,
+    typer.Option(
+        "--from", help="Window start after each run's first packet, e.g. 90s.", show_default="run start"
+    ),
+]
+To = Annotated[
+    str | None,
+    typer.Option("--to", help="Window end after each run's first packet, e.g. 120s.", show_default="run end"),
 ]
 Scheduler = Annotated[
     str | None,

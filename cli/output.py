@@ -17,6 +17,7 @@ import typer
 
 from tracecore.cli.checks import check_destination, check_file
 from tracecore.cli.destination import save_chart, sink, writing
+from tracecore.cli.fit import fit, terminal_width
 from tracecore.json_values import json_rows
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def emit(table: pa.Table, fmt: Format, out: Path | None, limit: int | None = Non
     table = table if limit is None else table.slice(0, limit)
     if fmt is Format.table:
         with sink(out) as text:
-            text.write(render(table, limit if limit is not None else TABLE_ROWS))
+            text.write(render(table, limit if limit is not None else TABLE_ROWS, terminal_width(out)))
     else:
         write_batches(table.schema, table.to_batches(), fmt, out)
     if out is not None:
@@ -49,8 +50,9 @@ def emit_model(result: ModelResult, fmt: Format, out: Path | None, figure: Path 
     check_file(figure)
     tables = [(title, frame.to_arrow()) for title, frame in result.tables]
     if fmt is Format.table:
+        width = terminal_width(out)
         with sink(out) as text:
-            text.write("".join(f"{title}\n{render(table, None)}\n" for title, table in tables))
+            text.write("".join(f"{title}\n{render(table, None, width)}\n" for title, table in tables))
             text.write(f"{result.note}\n" if result.note else "")
     elif fmt is Format.json:
         payload = {title: json_rows(table.to_pylist()) for title, table in tables}
@@ -106,8 +108,9 @@ def _write_json(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: Text
     sink.write("[]\n" if sep == "[" else "]\n")
 
 
-def render(table: pa.Table, limit_rows: int | None) -> str:
-    """A table for people: Rich grid, `limit_rows` rows at most with a note on what was left out."""
+def render(table: pa.Table, limit_rows: int | None, width: int | None = None) -> str:
+    """A table for people: Rich grid, `limit_rows` rows at most with a note on what was left out;
+    with a terminal `width`, fitted to it (`cli/fit.py`), else whole."""
     import pyarrow as pa
     from rich.box import SIMPLE_HEAD
     from rich.console import Console
@@ -118,17 +121,18 @@ def render(table: pa.Table, limit_rows: int | None) -> str:
 
     shown = table if limit_rows is None else table.slice(0, limit_rows)
     rows = [[safe(_cell(v)) for v in row.values()] for row in shown.to_pylist()]
-    widths = [max([len(field.name), *(len(r[i]) for r in rows)]) for i, field in enumerate(table.schema)]
+    names = [safe(name) for name in table.schema.names]
+    widths = [max([len(name), *(len(r[i]) for r in rows)]) for i, name in enumerate(names)]
+    numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
+    plan = fit(names, widths, [not n for n in numeric], width)  # width None: whole, for pipes and files
     grid = Table(box=SIMPLE_HEAD, header_style="bold", pad_edge=False)
-    for field in table.schema:
-        numeric = pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
-        grid.add_column(Text(safe(field.name)), justify="right" if numeric else "left", no_wrap=True)
+    for k, i in enumerate(plan.shown):
+        grid.add_column(Text(names[i]), justify="right" if numeric[i] else "left", **plan.column(k))
     for row in rows:  # Text, safe: values are data (run names, SQL strings), never markup or control codes
-        grid.add_row(*(Text(cell) for cell in row))
-    buf = io.StringIO()  # wide enough that no column is cut: read whole or piped, not squeezed into a tty
-    width = sum(widths) + 3 * len(widths) + 2
-    Console(file=buf, width=width, force_terminal=False, color_system=None).print(grid)
-    text = buf.getvalue()
+        grid.add_row(*(Text(row[i]) for i in plan.shown))
+    buf = io.StringIO()
+    Console(file=buf, width=plan.console_width(), force_terminal=False, color_system=None).print(grid)
+    text = buf.getvalue() + plan.note()
     if shown.num_rows < table.num_rows:
         left = f"{table.num_rows - shown.num_rows} more rows of {table.num_rows}"
         text += f"… {left}; use --limit, --format csv or --out for all\n"

@@ -7,17 +7,21 @@ Thin: parse options, call `tracecore.query`, print through `cli.output`. `--run`
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
-from tracecore.cli.options import Dataset, FormatOpt, Limit, Out, Runs, Scheduler
+from tracecore.cli.options import Bin, Dataset, FormatOpt, From, Limit, Out, Runs, Scheduler, To
 from tracecore.cli.output import Format, emit
 from tracecore.errors import UsageError
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 VIEWS = "the view's own (see --describe)"
+STARTS_BUSY = ("link_util", "congestion")  # zero-filled per-link bins: the table starts at the first busy one
 
 
 def register(app: typer.Typer) -> None:
@@ -28,24 +32,9 @@ def register(app: typer.Typer) -> None:
 def query(
     name: Annotated[str | None, typer.Argument(help="View name (see --list).", show_default=False)] = None,
     run: Runs = None,
-    bin_: Annotated[
-        str | None,
-        typer.Option(
-            "--bin", help="Bin or window width, e.g. 10ms, 100us, 1s (bare number: s).", show_default=VIEWS
-        ),
-    ] = None,
-    from_: Annotated[
-        str | None,
-        typer.Option(
-            "--from", help="Window start after the run's first packet, e.g. 90s.", show_default="run start"
-        ),
-    ] = None,
-    to: Annotated[
-        str | None,
-        typer.Option(
-            "--to", help="Window end after the run's first packet, e.g. 120s.", show_default="run end"
-        ),
-    ] = None,
+    bin_: Bin = None,
+    from_: From = None,
+    to: To = None,
     param: Annotated[
         list[str] | None,
         typer.Option(
@@ -104,4 +93,34 @@ def query(
         return
     check_destination(fmt, out, limit)
     params = request_params(name, param or [], bin_, from_, to)  # an unknown view fails before the dataset
-    emit(query_dataset(data, name, runs=run, params=params, scheduler=scheduler), fmt, out, limit)
+    table = query_dataset(data, name, runs=run, params=params, scheduler=scheduler)
+    if fmt is Format.table and name in STARTS_BUSY and from_ is None and "from_ns" not in params:
+        table, skipped = skip_idle_start(table)
+        if skipped:
+            typer.echo(
+                f"{skipped} empty bins before each link's first busy one left out (--from 0s shows them)",
+                err=True,
+            )
+    emit(table, fmt, out, limit)
+
+
+def skip_idle_start(table: pa.Table) -> tuple[pa.Table, int]:
+    """`table` (rows ordered by run and link, then time) without each link's bins before its first
+    with bytes: the set-up seconds would fill the screen with zeros. Returns the rows left out."""
+    import numpy as np
+    import pyarrow as pa
+
+    if table.num_rows == 0:
+        return table, 0
+    keys = [c for c in ("run", "src_worker", "dst_worker") if c in table.column_names]
+    series = list(zip(*(table.column(k).to_pylist() for k in keys), strict=True))
+    busy = np.asarray(table.column("bytes").to_numpy(zero_copy_only=False)) > 0
+    parts, start = [], 0
+    for i in range(1, table.num_rows + 1):
+        if i == table.num_rows or series[i] != series[start]:
+            first = np.flatnonzero(busy[start:i])
+            if first.size:
+                parts.append(table.slice(start + first[0], i - start - first[0]))
+            start = i
+    kept = pa.concat_tables(parts) if parts else table.slice(0, 0)  # slices: no pyarrow.compute import
+    return kept, table.num_rows - kept.num_rows

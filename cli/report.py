@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -24,6 +25,8 @@ def report(
 ) -> None:
     """Write a self-contained HTML report (no CDN; opens from file:// with the network off).
 
+    In a terminal, a progress bar shows which figure or table is being made.
+
     \b
     Examples:
       $ tracecore report report/ --run torch_ddp-resnet8w8-sgd-16-gloo-normal-ring
@@ -32,6 +35,21 @@ def report(
     from tracecore.report import write_report
 
     check_folder(out_dir)
-    with writing(out_dir):
-        page = write_report(data, out_dir, runs=runs)
+    if not sys.stderr.isatty():
+        with writing(out_dir):
+            page = write_report(data, out_dir, runs=runs)
+        typer.echo(str(page))
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("report"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"))
+    with Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("opening the dataset", total=None)
+
+        def progress(done: int, total: int, name: str) -> None:
+            bar.update(task, completed=done, total=total, description=name)
+
+        with writing(out_dir):
+            page = write_report(data, out_dir, runs=runs, progress=progress)
     typer.echo(str(page))

@@ -7,7 +7,10 @@
 --               rank 0's `Channel CC/NN : r0 r1 …` listing, so one rank's log already gives a
 --               whole ring; data of a ring all-reduce flows along these edges
 --   tree        both directions of every link of `Trees [c] down/down/down->rank->up` (the
---               reduction goes up, the broadcast down)
+--               reduction goes up, the broadcast down); a rank whose log has no `Trees` line
+--               falls back on its `Tree c : up -> rank -> down/down/down` lines (NCCL prints those
+--               as it builds the trees, possibly for more channels than the communicator keeps:
+--               the 2.20.5 RoCE logs have `Tree 0` and `Tree 1` beside `Trees [0]`)
 --   connection  every `Channel CC/i : a[.] -> b[.] [send|receive] via T` line: a transport NCCL set
 --               up (for rings, trees or both), whether or not data later used it
 -- Ranks become workers through nccl_rank_workers (per run, communicator and rank; NULL when the
@@ -23,6 +26,15 @@
 --                            NCCL 2.20–2.26 over RoCE), ascending; NULL when none were logged
 CREATE OR REPLACE VIEW nccl_edges AS
 WITH
+trees AS (
+    SELECT * EXCLUDE (has_trees)
+    FROM (
+        SELECT *, bool_or(source IS DISTINCT FROM 'Tree') OVER (PARTITION BY run, file, comm_id, rank)
+                  AS has_trees  -- datasets from before `Tree` lines were read: source NULL
+        FROM nccl_trees
+    )
+    WHERE source IS DISTINCT FROM 'Tree' OR NOT has_trees
+),
 ranked AS (
     SELECT run, comm_id, rank,
            CASE WHEN count(DISTINCT worker) = 1 THEN any_value(worker) END AS worker
@@ -37,13 +49,13 @@ declared AS (
     SELECT run, comm_id, 'ring', channel, prev_rank, rank, NULL
     FROM nccl_rings WHERE prev_rank >= 0 AND prev_rank <> rank
     UNION
-    SELECT run, comm_id, 'tree', channel, rank, up_rank, NULL FROM nccl_trees WHERE up_rank >= 0
+    SELECT run, comm_id, 'tree', channel, rank, up_rank, NULL FROM trees WHERE up_rank >= 0
     UNION
-    SELECT run, comm_id, 'tree', channel, up_rank, rank, NULL FROM nccl_trees WHERE up_rank >= 0
+    SELECT run, comm_id, 'tree', channel, up_rank, rank, NULL FROM trees WHERE up_rank >= 0
     UNION
-    SELECT run, comm_id, 'tree', channel, rank, unnest(down_ranks), NULL FROM nccl_trees
+    SELECT run, comm_id, 'tree', channel, rank, unnest(down_ranks), NULL FROM trees
     UNION
-    SELECT run, comm_id, 'tree', channel, unnest(down_ranks), rank, NULL FROM nccl_trees
+    SELECT run, comm_id, 'tree', channel, unnest(down_ranks), rank, NULL FROM trees
     UNION
     SELECT run, comm_id, 'connection', channel, src_rank, dst_rank, transport FROM nccl_channels
 ),

@@ -29,7 +29,7 @@ from tracecore.runners.backend import Backend, Step, env_argv, host_tcpdump_argv
 from tracecore.runners.clocks import measure_offsets
 from tracecore.runners.experiment import MAX_RUNS, Experiment, ExperimentError, RunSpec, load_experiment
 from tracecore.runners.launchers import DDP_META, HostCommand, host_commands
-from tracecore.runners.loss import choose_method
+from tracecore.runners.loss import NETEM_UNTESTED, choose_method
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 from tracecore.runners.signals import as_interrupts
 from tracecore.terminal import safe
@@ -236,6 +236,8 @@ def _run_all(
     lossy = max((s.workers for s in exp.runs if s.loss_pct > 0 and s.name not in complete), default=0)
     if lossy:  # settled once, before any run: an explicit netem the hosts lack stops everything here
         backend.loss_choice = choose_method(exp.loss_method, lambda: backend.netem_missing(lossy), exp.path)
+        if backend.loss_choice == "netem":
+            say(NETEM_UNTESTED)
     todo = [s for s in exp.runs if s.name not in complete]
     if todo:  # before any host is touched: each has what the runs need, or nothing starts
         backend.sweep_stale([out_root / f"{s.name}.partial" for s in todo])

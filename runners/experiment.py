@@ -10,7 +10,7 @@ value must stop the run before anything starts, as one line naming the file and 
     [capture]     interface = "eth1", snaplen = 128, filter = "src host {ip}", buffer_kib = 32768,
                   address_interface (the netdev with the host's address and the training sockets, when
                   it is not the capture interface: capturing RoCE at an RDMA NIC, interface = "mlx5_0")
-    [loss]        method = "auto" | "nftables" | "netem" | "none"
+    [loss]        method = "nftables" (default) | "auto" | "netem" | "none"
     [launcher]    kind = "ddp" | "torchrun" | "horovodrun" | "mpirun" | "kungfu" | "tf" | "command",
                   program = [argv template], python, port, nproc_per_node, env = {K = "V"}, epochs,
                   steps_per_epoch; the built-in workload (ddp): device = "cpu" | "cuda", gpus_per_host
@@ -190,7 +190,7 @@ def parse_experiment(path: Path, doc: dict, only: str | None = None, max_runs: i
     sections = {name: _section(path, doc, name, cls) for name, cls in _SECTIONS.items()}
     loss = _table(path, doc, "loss")
     _no_unknown(path, "loss", loss, ("method",))
-    method = _choice(path, "loss", "method", loss.get("method", "auto"))
+    method = _choice(path, "loss", "method", loss.get("method", "nftables"))  # the tested one (loss.py)
     runs = expand_matrix(path, _table(path, doc, "matrix"), max_runs)
     if only is not None:
         runs = [r for r in runs if fnmatch.fnmatchcase(r.name, only)]

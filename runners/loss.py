@@ -1,11 +1,16 @@
-"""How a run's packet loss is made: netem where the hosts' kernel has it, else an nftables drop rule.
+"""How a run's packet loss is made: an nftables drop rule by default, netem where asked and the hosts'
+kernel has it.
 
 Why a choice: the paper ran `tc qdisc add dev eth1 root netem loss X%` on every VM; kernels built
 without `sch_netem` (this project's machine among them) cannot, and an nftables `numgen random`
-rule drops the same share of frames. `[loss] method` says which: `auto` (netem when a probe on every
-host shows it works, else nftables), `netem` (refused before any run where it does not work),
-`nftables`, or `none` (tracecore applies nothing: the loss values only name the runs). The method is
-settled once per experiment, before the first run, and each run's `run.toml` records it.
+rule drops the same share of frames. `[loss] method` says which: `nftables` (the default: the path
+tracecore's tests run), `auto` (netem when a probe on every host shows it works, else nftables),
+`netem` (refused before any run where it does not work), or `none` (tracecore applies nothing: the
+loss values only name the runs). The method is settled once per experiment, before the first run,
+and each run's `run.toml` records it.
+
+The netem branch has never run on this project's machines: their kernel has no `sch_netem`, so the
+tests see only its refusal and the fallback (`NETEM_UNTESTED`, said when a run chooses netem).
 
 The probe adds a netem qdisc to `lo` inside a throw-away network namespace (`unshare --net`), so it
 works exactly when the run's own `tc qdisc add … netem` would, and changes nothing on the host.
@@ -22,6 +27,10 @@ from tracecore.errors import ExitCode, TracecoreError
 from tracecore.runners.backend import Step
 
 NETEM_PROBE = ("unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "loss", "1%")
+NETEM_UNTESTED = (
+    "loss: netem (the paper's method), which tracecore's own tests have never run: their machines' kernel "
+    'has no sch_netem; method = "nftables" is the tested one'
+)
 
 
 class LossMethodError(TracecoreError):
@@ -50,7 +59,11 @@ def netem_dropped(text: str) -> int:
 
 
 def choose_method(requested: str, netem_missing: Callable[[], str | None], experiment: Path) -> str:
-    """The method a run uses for `requested`; `netem_missing()` probes the hosts (None: netem works)."""
+    """The method a run uses for `requested`; `netem_missing()` probes the hosts (None: netem works).
+
+    Only the refusal of `netem` and the fallback of `auto` to nftables run on this project's
+    machines (no `sch_netem`); a "netem" answer is never exercised there, so the caller says
+    `NETEM_UNTESTED` when it gets one."""
     if requested in ("none", "nftables"):
         return requested
     why = netem_missing()

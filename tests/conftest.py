@@ -58,6 +58,30 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(os.environ.pop("TRACECORE_CACHE_DIR", ""), ignore_errors=True)
 
 
+@pytest.fixture
+def untested(record_property):
+    """`untested(what)`: says in the run's summary a branch this test could not exercise on this machine
+    (a kernel without netem), so a test that passes is not read as having run it."""
+    return lambda what: record_property("untested", what)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The branches tests said they could not exercise here (`untested`), one line each."""
+    lines = sorted(
+        {
+            f"{report.nodeid}: {what}"
+            for reports in terminalreporter.stats.values()
+            for report in reports
+            for key, what in getattr(report, "user_properties", ())
+            if key == "untested"
+        }
+    )
+    if lines:
+        terminalreporter.section("not exercised on this machine")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:
     """../shared/corpus: real captures by other tools, with tshark's reading in expected/."""

@@ -10,6 +10,9 @@ The dataset holds three kinds of run, ingested once per test process with the in
   ACK and CNP frames of the corpus re-sent in a chosen order, with edited PSNs, QPs and ECN marks at
   chosen times (`crafted_frames` says which), so PSN gaps, repeats, rewinds, a PSN wrap, ECN-CE
   marks and a CNP have values known by construction.
+
+`make_shared_qp_run` makes a run of its own, in a dataset of its own (`shared_qp_frames`): one sender
+writing to two receivers whose QPs have the same number.
 """
 
 from __future__ import annotations
@@ -131,6 +134,14 @@ class Sent:
         return self.frame[42]
 
     @property
+    def src_ip(self) -> str:
+        return ".".join(map(str, self.frame[26:30]))
+
+    @property
+    def dst_ip(self) -> str:
+        return ".".join(map(str, self.frame[30:34]))
+
+    @property
     def dest_qp(self) -> int:
         return int.from_bytes(self.frame[47:50], "big")
 
@@ -197,6 +208,52 @@ def make_crafted_run(root: Path) -> Path:
     log = ["Type,ID,Timestamp,Loss,Accuracy"]
     log += [f"Batch,{i},{ts // 10**9}.{ts % 10**9:09d},2.3,0.1" for i, ts in enumerate(STEPS_NS)]
     (run / "train_history.log").write_text("\n".join(log) + "\n", encoding="utf-8")
+    return run
+
+
+SHARED_QP_RUN = "shared-qp"
+A63 = bytes([10, 1, 16, 63])
+SECOND_ACK_QP, SECOND_PORT = 0x1E, 50000
+
+
+@functools.cache
+def shared_qp_frames() -> tuple[Sent, ...]:
+    """linlinw5_rdma_write_bw's connection split in two that share the receivers' QP number, as on real
+    clusters (a QP number is unique only per receiving NIC): 10.1.16.62 writes to QP 0x1b of
+    10.1.16.61 (the first 8 WRITEs, its 3 first ACKs back to QP 0x1d) and to QP 0x1b of 10.1.16.63
+    (the other 7 WRITEs re-addressed, UDP source port 50000; the 2 other ACKs from .63 to .62's second
+    QP 0x1e), one frame every ms, ACKs at 2, 5, 8, 11 and 14 ms."""
+    write_bw = roce_frames("linlinw5_rdma_write_bw.pcap")
+    writes = [f for _, f in write_bw if f[26:30] == A62]
+    acks = [f for _, f in write_bw if f[26:30] == A61]
+    sent = [Sent(T0 + MS * i, "10.1.16.62", f) for i, f in enumerate(writes[:8])]
+    sent += [
+        Sent(T0 + MS * (8 + i), "10.1.16.62", edit(f, dst_ip=A63, src_port=SECOND_PORT))
+        for i, f in enumerate(writes[8:])
+    ]
+    sent += [Sent(T0 + MS * (2 + 3 * i) + MS // 2, "10.1.16.61", f) for i, f in enumerate(acks[:3])]
+    sent += [
+        Sent(
+            T0 + MS * (11 + 3 * i) + MS // 2,
+            "10.1.16.63",
+            edit(f, src_ip=A63, dest_qp=SECOND_ACK_QP, src_port=SECOND_PORT),
+        )
+        for i, f in enumerate(acks[3:])
+    ]
+    assert {s.dest_qp for s in sent if s.sender == "10.1.16.62"} == {WRITE_QP}
+    return tuple(sorted(sent, key=lambda s: s.ts_ns))
+
+
+def make_shared_qp_run(root: Path) -> Path:
+    """The shared-QP run folder: one capture per worker (what it sent), run.toml pinning their IPs."""
+    run = root / SHARED_QP_RUN
+    run.mkdir(parents=True)
+    doc = []
+    for ip in ("10.1.16.61", "10.1.16.62", "10.1.16.63"):
+        name = f"w{ip.rsplit('.', 1)[1]}.pcap"
+        write_pcap(run / name, [(s.ts_ns, s.frame) for s in shared_qp_frames() if s.sender == ip])
+        doc.append(f'[[capture.worker]]\nfile = "{name}"\nip = "{ip}"\n')
+    (run / "run.toml").write_text("".join(doc), encoding="utf-8")
     return run
 
 

@@ -141,7 +141,7 @@ def test_examples_are_everywhere() -> None:
         "model scaling",
         "model optimus",
     }
-    assert len(readme_examples()) == 16  # README's sh blocks: 16 lines start with `tracecore ` or `cat `
+    assert len(readme_examples()) == 25  # README's sh blocks: 25 lines start with `tracecore ` or `cat `
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
-"""Ingest on a Dask cluster gives the very catalog threads give (issue 15, acceptance 1), and the CLI's
---scheduler option: shown with its env var, a one-line error for an unreachable scheduler, and
-`distributed` never imported without it.
+"""Ingest on a Dask cluster gives the very catalog threads give (issue 15, acceptance 1), each capture
+read by a task the cluster's workers computed, and the CLI's --scheduler option: shown with its env
+var, a one-line error for an unreachable scheduler, and `distributed` never imported without it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_dask_support import dask_processes, inputs, reference, snapshot, visible_parts
+from tests.test_dask_support import dask_processes, inputs, reference, snapshot, visible_parts, worker_tasks
 from tracecore.errors import IngestCancelledError
 from tracecore.ingest import ingest
 from tracecore.ingest.control import IngestControl
@@ -36,8 +36,11 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory):
 def test_local_cluster_of_two_processes_gives_the_threads_catalog(local_cluster, tmp_path: Path) -> None:
     ticks: list[int] = []
     control = IngestControl(lambda nbytes, packets: ticks.append(packets))
-    summary = ingest(inputs(), tmp_path / "data", scheduler=local_cluster.scheduler_address, control=control)
+    address = local_cluster.scheduler_address
+    with worker_tasks(address) as computed:
+        summary = ingest(inputs(), tmp_path / "data", scheduler=address, control=control)
     assert snapshot(tmp_path / "data") == reference()
+    assert [f for f, _ in computed] == ["attempt"] * len(summary.captures)  # every capture read on a worker
     # every packet read on the workers reached this ingest's progress callback
     assert sum(ticks) == summary.packets == sum(c.packets for c in summary.captures) > 0
     assert not (tmp_path / "data" / ".staging").exists()
@@ -48,11 +51,16 @@ def test_local_cluster_of_two_processes_gives_the_threads_catalog(local_cluster,
 def test_scheduler_and_two_worker_processes_over_tcp_give_the_threads_catalog(tmp_path: Path) -> None:
     with dask_processes(tmp_path / "dask", [{}, {}]) as cluster:
         assert len(set(cluster.worker_pids.values())) == 2
-        summary = ingest(inputs(), tmp_path / "data", scheduler=cluster.address)
+        with worker_tasks(cluster.address) as computed:
+            summary = ingest(inputs(), tmp_path / "data", scheduler=cluster.address)
         assert snapshot(tmp_path / "data") == reference()
-        again = ingest(inputs(), tmp_path / "data", scheduler=cluster.address)
+        with worker_tasks(cluster.address) as computed_again:
+            again = ingest(inputs(), tmp_path / "data", scheduler=cluster.address)
     assert summary.packets == sum(c.packets for c in summary.captures)
-    assert {c.status for c in again.captures} == {"unchanged", "failed"}  # failed ones are re-read
+    assert [f for f, _ in computed] == ["attempt"] * len(summary.captures)  # every capture read on a worker
+    assert {c.status for c in again.captures} == {"unchanged", "failed"}  # failed ones are re-read ...
+    reread = [c for c in again.captures if c.status == "failed"]
+    assert [f for f, _ in computed_again] == ["attempt"] * len(reread) != []  # ... on the workers
     assert snapshot(tmp_path / "data") == reference()
 
 

@@ -1,8 +1,9 @@
 """`query --scheduler` (issue 15, acceptance 1 for queries): every view split by run gives, through a
 `LocalCluster` of 2 worker processes and through `dask scheduler` + 2 `dask worker` processes over
 TCP, exactly the local result (rows, order, Arrow types) on the sample dataset and the corpus dataset
-(the local cluster also on the RoCE runs of ../shared/corpus-rdma and an NCCL run with its logs);
-views that need every run at once run on the driver; the errors of a split query.
+(the local cluster also on the RoCE runs of ../shared/corpus-rdma and an NCCL run with its logs), each
+part computed by the cluster's workers; views that need every run at once run on the driver; the
+errors of a split query.
 
 Each cluster starts once per module. Parts are made small on purpose (`part_packets`), so every query
 is cut into several parts and their join is what is compared.
@@ -23,10 +24,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.test_dask_support import dask_processes
+from tests.test_dask_support import dask_processes, worker_tasks
 from tracecore import partition, views
 from tracecore.errors import ClusterError, DatasetError, UsageError
-from tracecore.query import catalog_state, query_dataset, run_part, run_view, with_dataset
+from tracecore.query import catalog_state, known_runs, query_dataset, run_part, run_view, with_dataset
 
 BOUND_S = 60.0
 SPLIT = [n for n in views.view_names() if partition.rules(n).by_run]
@@ -112,7 +113,8 @@ def _attempt(call) -> pa.Table | str:
 
 def _differences(data: Path, runs: list[str] | None, part_packets: int, scheduler: str) -> list[str]:
     """What differs between the local and the split result of each view (a few queries at a time:
-    the driver's planning overlaps the workers' parts)."""
+    the driver's planning overlaps the workers' parts), and whether the cluster's workers computed
+    every part of every view that was split (not the driver, the cluster bypassed)."""
 
     def split(view: str) -> pa.Table | str:
         return _attempt(
@@ -121,9 +123,13 @@ def _differences(data: Path, runs: list[str] | None, part_packets: int, schedule
             )
         )
 
-    with ThreadPoolExecutor(3) as pool:
+    with worker_tasks(scheduler) as computed, ThreadPoolExecutor(3) as pool:
         results = dict(zip(SPLIT, pool.map(split, SPLIT), strict=True))
     wrong = []
+    answered = sum(not isinstance(got, str) for got in results.values())  # a refused one has no part
+    parts = len(partition.plan_parts(runs or with_dataset(data, known_runs), _packets(data), part_packets))
+    if [f for f, _ in computed] != ["run_part"] * answered * parts:
+        wrong.append(f"the workers computed {len(computed)} tasks, not {answered} views × {parts} parts")
     for view, got in results.items():
         local = _local(data, runs and tuple(runs))[view]
         if isinstance(local, str) or isinstance(got, str):

@@ -1,5 +1,6 @@
 """What the Dask tests share: real `dask scheduler` + `dask worker` processes over TCP on loopback, the
-inputs, and a catalog snapshot that two datasets must agree on exactly.
+inputs, a catalog snapshot that two datasets must agree on exactly, and the tasks a cluster's workers
+computed (an equal result alone would also come from work done on the driver, the cluster bypassed).
 
 Why processes started here (not a fixture library): the fault tests give each worker its own
 environment (the test-pause hook) and kill one by its pid; everything is in a temporary folder and
@@ -99,6 +100,25 @@ def visible_parts(out: Path) -> tuple[set[str], set[str]]:
     finally:
         con.close()
     return on_disk, listed
+
+
+@contextlib.contextmanager
+def worker_tasks(address: str) -> Iterator[list[tuple[str, str]]]:
+    """(function, worker address) of every task the workers of the scheduler at `address` computed
+    inside the block, filled in when it ends.
+
+    From the scheduler's task stream: a record is made only when a worker reports a task it computed,
+    so work done in the driver's own process (the cluster bypassed) leaves none.
+    """
+    from dask.utils import key_split
+    from distributed import Client, get_task_stream
+
+    computed: list[tuple[str, str]] = []
+    with Client(address, set_as_default=False) as client:
+        with get_task_stream(client=client) as stream:
+            yield computed
+        computed += [(key_split(r["key"]), r["worker"]) for r in stream.data]
+        assert {w for _, w in computed} <= set(client.scheduler_info(n_workers=-1)["workers"])
 
 
 @dataclass

@@ -22,6 +22,8 @@ from tracecore.ingest import ingest, open_catalog
 from tracecore.sample import SAMPLE_RUN, sample_root
 
 REPO = Path(__file__).resolve().parent.parent
+# views of the collectives' event sources (profiler traces, NCCL's plugins): empty on the sample runs
+EVENT_VIEW_PREFIXES = ("collective_", "step_breakdown")
 
 # What a user types: open the catalog read-only, maybe say where the dataset folder is, run SQL.
 PLAIN_DUCKDB = """\
@@ -146,35 +148,43 @@ def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
     assert rows.pop("rdma_flows") == [[0]]  # the sample is TCP: test below has RDMA
     nccl = {name: rows.pop(name) for name in list(rows) if name.startswith("nccl_")}  # no NCCL logs here
     assert all(isinstance(count, list) for count in nccl.values()), nccl
+    # no profiler traces either: test_oldest_duckdb_runs_the_collective_views has runs with them
+    events = {name: rows.pop(name) for name in list(rows) if name.startswith(EVENT_VIEW_PREFIXES)}
+    assert all(isinstance(count, list) for count in events.values()), events
     assert all(isinstance(count, list) and count[0][0] > 0 for count in rows.values()), rows
 
 
 def test_oldest_duckdb_runs_the_nccl_views_on_a_run_with_nccl_logs(
     oldest_python: Path, tmp_path: Path
 ) -> None:
-    """The NCCL views over the shared NCCL ring captures and logs: the same rows in both DuckDBs."""
+    """The NCCL views over the shared NCCL ring captures and logs (RoCE, 2.20.5) and the 4-rank
+    socket run (2.28.9): the same rows in both DuckDBs."""
     from tests.test_views_nccl import RING, nccl_run_folder
+    from tests.test_views_nccl_socket import FOUR, copy_run
 
     nccl_run_folder(tmp_path / "runs", RING, {0: 0, 1: 1, 2: 2})
+    copy_run(tmp_path / "runs", FOUR)
     summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
     assert not summary.failed
     assert not summary.problems, summary.problems
     queries = [
-        "SELECT DISTINCT verdict FROM nccl_topology",
+        "SELECT run, verdict, count(*), count(*) FILTER (WHERE measured) FROM nccl_topology GROUP BY ALL "
+        "ORDER BY ALL",
         *[
             f"SELECT * FROM {name} ORDER BY ALL"
             for name in ("nccl_topology", "nccl_edges", "nccl_rank_workers")
         ],
-        "SELECT src_worker, dst_worker FROM topology_check WHERE predicted ORDER BY ALL",
+        f"SELECT src_worker, dst_worker FROM topology_check WHERE predicted AND run = '{RING}' ORDER BY ALL",
     ]
     catalog = tmp_path / "data" / "tracecore.duckdb"
     oldest = plain_duckdb(oldest_python, catalog, queries, tmp_path)
     today = plain_duckdb(Path(sys.executable), catalog, queries, tmp_path)
     assert oldest["results"] == today["results"]
-    verdict, topology, edges, ranks, predicted = oldest["results"]
-    assert verdict == [[True]]
-    assert (len(topology), len(ranks)) == (5, 3)
-    assert len(edges) > 10
+    verdicts, topology, edges, ranks, predicted = oldest["results"]
+    # FOUR's socket edges: 4 ring links and 4 tree links measured, 3 tree links idle
+    assert verdicts == [[RING, True, 5, 3], [FOUR, True, 11, 8]]
+    assert (len(topology), len(ranks)) == (16, 7)
+    assert len(edges) > 30
     assert predicted == [["W1", "W2"], ["W2", "W3"], ["W3", "W1"]]
 
 
@@ -390,3 +400,20 @@ def test_tracecore_ingests_and_queries_with_the_oldest_duckdb(oldest_python: Pat
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines() == [f"{duckdb_floor()} False {SAMPLE_PACKETS}", str(SAMPLE_FLOWS)]
+
+
+def test_oldest_duckdb_runs_the_collective_views(oldest_python: Path, tmp_path: Path) -> None:
+    """The views of the collectives' event sources (ASOF joins, running windows) give the oldest
+    DuckDB the rows they give today, on a real NCCL run with a PyTorch trace and NCCL's plugin."""
+    from tests.test_views_collectives import CNN, PROFILERS
+
+    summary = ingest([PROFILERS / CNN], tmp_path / "data", jobs=1)
+    assert not summary.problems, summary.problems
+    views = ("collective_wire", "collective_coverage", "collective_clock_check", "collective_stragglers")
+    queries = [f"SELECT * FROM {name} ORDER BY ALL" for name in (*views, "step_breakdown")]
+    catalog = tmp_path / "data" / "tracecore.duckdb"
+    oldest = plain_duckdb(oldest_python, catalog, queries, tmp_path)
+    today = plain_duckdb(Path(sys.executable), catalog, queries, tmp_path)
+    assert oldest["results"] == today["results"]
+    wire, coverage, clocks, stragglers, steps = oldest["results"]
+    assert (len(wire), len(coverage), len(clocks), len(stragglers), len(steps)) == (50, 4, 4, 27, 6)

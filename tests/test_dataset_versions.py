@@ -355,6 +355,72 @@ def test_a_dataset_from_before_the_nccl_tables_opens_and_gains_them(
         con.close()
 
 
+def _drop_in_state(out: Path, table: str, columns: list[str], keep: str | None = None) -> None:
+    """Ingest's own copy of `table` (OUT/.state) as an older tracecore wrote it: without `columns`,
+    only the rows where `keep` holds; its digest in `_meta.state` follows."""
+    import hashlib
+
+    import pyarrow.compute as pc
+
+    from tracecore.ingest.layout import STATE_DIR
+
+    record = json.loads(_meta_of(out / "tracecore.duckdb")["state"])
+    path = out / STATE_DIR / record["generation"] / f"{table}.parquet"
+    data = pq.read_table(path)
+    if keep is not None:
+        data = data.filter(pc.field(keep).is_null() | (pc.field(keep) != "Tree"))
+    pq.write_table(data.drop_columns(columns), path)
+    record["tables"][table] = hashlib.sha256(path.read_bytes()).hexdigest()
+    _set_meta(out, "state", json.dumps(record, sort_keys=True))
+
+
+@pytest.mark.parametrize("with_state", [True, False], ids=["state copy", "catalog only"])
+def test_nccl_tables_from_before_tree_lines_and_unknown_lines_were_read(
+    tmp_path: Path, with_state: bool
+) -> None:
+    """What tracecore wrote before it read NCCL's `Tree c : …` lines and counted unknown ones:
+    nccl_trees without `source` (and without those rows), nccl_ranks without `unknown_lines` and
+    `first_unknown`. The views, rebuilt for today's queries/, give the rows they give today; the new
+    columns read as NULL."""
+    from tests.test_views_nccl import RING, nccl_run_folder
+
+    nccl_run_folder(tmp_path / "runs", RING, {0: 0, 1: 1, 2: 2})
+    out = tmp_path / "data"
+    assert not ingest([tmp_path / "runs"], out, jobs=1).failed
+    views = ("nccl_topology", "nccl_edges", "nccl_rank_workers", "topology_check")
+    con = open_catalog(out)
+    try:
+        before = {name: con.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for name in views}
+        assert con.sql("SELECT count(*) FROM nccl_trees WHERE source = 'Tree'").fetchall() == [(6,)]
+    finally:
+        con.close()
+    con = duckdb.connect(str(out / "tracecore.duckdb"))
+    try:
+        con.execute("DELETE FROM nccl_trees WHERE source = 'Tree'")
+        con.execute("ALTER TABLE nccl_trees DROP COLUMN source")
+        con.execute("ALTER TABLE nccl_ranks DROP COLUMN unknown_lines")
+        con.execute("ALTER TABLE nccl_ranks DROP COLUMN first_unknown")
+    finally:
+        con.close()
+    if with_state:
+        _drop_in_state(out, "nccl_trees", ["source"], keep="source")
+        _drop_in_state(out, "nccl_ranks", ["unknown_lines", "first_unknown"])
+    else:
+        _set_meta(out, "state", None)
+    _set_meta(out, "views_fingerprint", "an older queries/")
+    con = open_catalog(out)
+    try:
+        after = {name: con.sql(f"SELECT * FROM {name} ORDER BY ALL").fetchall() for name in views}
+        assert con.sql("SELECT DISTINCT source FROM nccl_trees").fetchall() == [(None,)]
+        assert con.sql("SELECT DISTINCT unknown_lines, first_unknown FROM nccl_ranks").fetchall() == [
+            (None, None)
+        ]
+    finally:
+        con.close()
+    assert after == before
+    assert {row[2] for row in after["nccl_topology"]} == {True}
+
+
 # packets_window passes the packets through: their DSCP and ECN were read from version 3 files only
 ALL_ROWS = {"packets_window": "SELECT * EXCLUDE (dscp, ecn) FROM packets_window"}
 

@@ -192,7 +192,8 @@ def test_rdma_ops_draws_rdma_flows(rdma_con) -> None:
     many = pa.concat_tables([flows] * 6)  # 36 flows: the busiest 30 are drawn, the title says so
     cut = traffic.rdma_ops_chart(many).to_dict()
     assert len(cut["layer"][1]["data"]["values"]) == traffic.RDMA_FLOWS_SHOWN == 30
-    assert cut["title"].endswith(f"({NCCL_RUN}: the 30 busiest of 36 flows): {NCCL_RUN}")
+    assert cut["title"]["text"].endswith(f"({NCCL_RUN}: the 30 busiest of 36 flows)")
+    assert cut["title"]["subtitle"] == f"run: {NCCL_RUN}"
 
 
 def test_every_figure_is_listed_with_the_paper_reference() -> None:
@@ -229,10 +230,10 @@ def test_builders_are_plain_functions_of_view_results(con) -> None:
     cells = {(r["src_worker"], r["dst_worker"]) for r in heat["data"]["values"]}
     assert {("W2", "W1"), ("W3", "W2"), ("W4", "W3"), ("W1", "W4")} <= cells
     lines = timeseries.link_util_chart(run_view(con, "link_util", runs=[SAMPLE])).to_dict()
-    assert lines["encoding"]["y"]["field"] == "gbps"
-    assert "Gbit/s" in lines["encoding"]["y"]["title"]
+    assert lines["spec"]["encoding"]["y"]["field"] == "gbps"
+    assert "Gbit/s" in lines["spec"]["encoding"]["y"]["title"]
     assert len({r["link"] for r in lines["data"]["values"]}) == 12
-    assert lines["title"].endswith(SAMPLE)
+    assert lines["title"]["subtitle"][-1] == f"run: {SAMPLE}"
 
 
 def test_builders_take_pandas_and_polars_too(con) -> None:
@@ -247,6 +248,7 @@ def test_builders_take_pandas_and_polars_too(con) -> None:
 def test_figure_command_writes_each_format(tmp_path, sample_dataset) -> None:
     for suffix, check in (
         (".png", lambda p: p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"),
+        (".pdf", lambda p: p.read_bytes()[:5] == b"%PDF-" and b"LiberationSans" in p.read_bytes()),
         (".svg", lambda p: p.read_text().lstrip().startswith("<svg")),
         (
             ".json",
@@ -269,9 +271,18 @@ def test_figure_command_writes_each_format(tmp_path, sample_dataset) -> None:
     [
         (["figure", "fig4"], "unknown figure 'fig4'; figures: bytes_sent, flow_matrix"),
         (
-            ["figure", "flow_matrix", "--out", "x.pdf"],
-            "cannot write x.pdf: use one of .png, .svg, .html, .json",
+            ["figure", "flow_matrix", "--out", "x.gif"],
+            "cannot write x.gif: use one of .png, .svg, .pdf, .html, .json",
         ),
+        (["figure", "flow_matrix", "--data-out", "x.xlsx"], "cannot write x.xlsx: use one of .csv, .parquet"),
+        (
+            ["figure", "flow_matrix", "--bin", "1s"],
+            "figure flow_matrix takes no --bin; its data options: --from/--to",
+        ),
+        (["figure", "link_util", "--links", "W1→W9"], "no traffic on W1→W9; links: W1→W2, W1→W3"),
+        (["figure", "link_util", "--layout", "grid"], "--layout takes one of facet, by-source, overlay"),
+        (["figure", "link_util", "--theme", "neon"], "unknown theme 'neon'; themes: tracecore, carbong10"),
+        (["figure", "link_util", "--scale", "0"], "--scale must be positive"),
         (["figure", "flow_matrix", "--run", "nope"], "unknown run 'nope'"),
         (["figure"], "give a figure name, or --list"),
     ],

@@ -43,3 +43,34 @@ def test_logs_become_one_table_per_kind(tmp_path: Path) -> None:
         assert result_row == (43.42902, 32)
     finally:
         con.close()
+
+
+def test_an_nccl_log_with_lines_of_an_unknown_form_is_ingested_with_one_warning(tmp_path: Path) -> None:
+    """Format drift in a new NCCL release is visible the day its logs are read: the real 2.28.9
+    socket run with two made-up lines in rank 0's log ingests whole, with one warning for that file."""
+    real = (
+        REPO.parent / "shared" / "corpus-gpu" / "h100-nccl-socket-2rank" / "torch_ddp-mlp-sgd-32-nccl-0-ring"
+    )
+    run = tmp_path / "runs" / real.name
+    shutil.copytree(real, run)
+    log = run / "nccl.vm.637.log"
+    lines = log.read_text().splitlines()
+    drift = [f"vm:637:637 [0] NCCL INFO Graph v3 0{c} : 1 => 0 => 1" for c in (0, 1)]
+    log.write_text("\n".join([*lines[:40], *drift, *lines[40:]]) + "\n")
+    out = tmp_path / "dataset"
+    result = CliRunner().invoke(app, ["ingest", str(tmp_path / "runs"), "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output  # a warning, not a problem: the file was read
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: {log}: 2 NCCL line(s) of a form tracecore does not know (a newer NCCL?), passed over; "
+        "first: 'line 41: vm:637:637 [0] NCCL INFO Graph v3 00 : 1 => 0 => 1'"
+    ]
+    con = duckdb.connect(str(out / "tracecore.duckdb"), read_only=True)
+    try:
+        ranks = con.execute("SELECT file, rank, unknown_lines FROM nccl_ranks ORDER BY rank").fetchall()
+        assert ranks == [("nccl.vm.637.log", 0, 2), ("nccl.vm.636.log", 1, 0)]
+        assert con.execute("SELECT count(*) FROM nccl_trees").fetchone() == (
+            8,
+        )  # `Tree` and `Trees`, 2 ranks
+    finally:
+        con.close()

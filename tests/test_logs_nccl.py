@@ -1,5 +1,6 @@
-"""NCCL debug logs (NCCL 2.20.5, NCCL_DEBUG=INFO, three ranks over Soft-RoCE, ../shared/corpus-rdma)
-read into ranks, rings, trees, connections and QPs; and damaged, truncated and hostile copies of them."""
+"""NCCL debug logs (NCCL 2.20.5, NCCL_DEBUG=INFO, three ranks over Soft-RoCE, ../shared/corpus-rdma;
+NCCL 2.28.9 over TCP sockets, two and four ranks, ../shared/corpus-gpu) read into ranks, rings, trees,
+connections and QPs; and damaged, truncated and hostile copies of them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from tracecore.logs import HEAD_BYTES, detect_parser, nccl
 
 REPO = Path(__file__).resolve().parent.parent
 RDMA_CORPUS = REPO.parent / "shared" / "corpus-rdma"
+GPU_CORPUS = REPO.parent / "shared" / "corpus-gpu"
+FOUR_RANKS = GPU_CORPUS / "gpu-nccl-4rank" / "torch_ddp-cnn3m-sgd-32-nccl-normal-ring-w4"
+TWO_RANKS = GPU_CORPUS / "h100-nccl-socket-2rank" / "torch_ddp-mlp-sgd-32-nccl-0-ring"
 SAMPLE_RUN = REPO / "tracecore" / "sample" / "torch_ddp-resnet8w8-sgd-16-gloo-normal-ring"
 
 
@@ -72,6 +76,8 @@ def test_rank_0_log_as_nccl_printed_it() -> None:
             "nccl_version": "2.20.5+cuda12.4",
             "init_complete": True,
             "warnings": 1,  # `Could not find real path of rxe0`
+            "unknown_lines": 0,  # every other line is in a form the parser knows
+            "first_unknown": None,
             "line": 12,
         }
     ]
@@ -85,8 +91,12 @@ def test_rank_0_log_as_nccl_printed_it() -> None:
         (0, 1, 2, 0, "Channel"),
         (0, 2, 0, 1, "Ring"),  # `Ring 00 : 2 -> 0 -> 1`
     ]
-    assert [(t["channel"], t["rank"], t["up_rank"], t["down_ranks"]) for t in rows(parsed, "nccl_trees")] == [
-        (0, 0, -1, [2])  # `Trees [0] 2/-1/-1->0->-1`: the root, with child 2
+    trees = [(t["channel"], t["rank"], t["up_rank"], t["down_ranks"], t["source"], t["line"])
+             for t in rows(parsed, "nccl_trees")]  # fmt: skip
+    assert trees == [
+        (0, 0, -1, [2], "Tree", 30),  # `Tree 0 : -1 -> 0 -> 2/-1/-1`, as the trees are built…
+        (1, 0, 1, [2], "Tree", 31),  # …for two channels, of which the communicator keeps one:
+        (0, 0, -1, [2], "Trees", 34),  # `Trees [0] 2/-1/-1->0->-1`: the root, with child 2
     ]
     conns = [
         (c["channel"], c["src_rank"], c["dst_rank"], c["direction"], c["transport"], c["via"], c["line"])
@@ -110,8 +120,8 @@ def test_rank_0_log_as_nccl_printed_it() -> None:
 @pytest.mark.parametrize(
     ("rank", "address", "ring", "tree", "qps"),
     [
-        (1, "172.30.0.11", (0, 1, 2), (2, []), [(34, 40, 2)]),
-        (2, "172.30.0.12", (1, 2, 0), (0, [1]), [(39, 35, 0), (41, 36, 1)]),
+        (1, "172.30.0.11", (0, 1, 2), [(2, []), (-1, [0]), (2, [])], [(34, 40, 2)]),
+        (2, "172.30.0.12", (1, 2, 0), [(0, [1]), (0, []), (0, [1])], [(39, 35, 0), (41, 36, 1)]),
     ],
 )
 def test_ranks_1_and_2_as_nccl_printed_them(rank, address, ring, tree, qps) -> None:
@@ -126,7 +136,8 @@ def test_ranks_1_and_2_as_nccl_printed_them(rank, address, ring, tree, qps) -> N
         None,  # only rank 0 prints the version
     )
     assert [(r["prev_rank"], r["rank"], r["next_rank"]) for r in rows(parsed, "nccl_rings")] == [ring]
-    assert [(t["up_rank"], t["down_ranks"]) for t in rows(parsed, "nccl_trees")] == [tree]
+    # `Tree 0`, `Tree 1`, then `Trees [0]`
+    assert [(t["up_rank"], t["down_ranks"]) for t in rows(parsed, "nccl_trees")] == tree
     assert [(q["local_qpn"], q["remote_qpn"], q["peer_rank"]) for q in rows(parsed, "nccl_qps")] == qps
 
 
@@ -154,7 +165,7 @@ def test_damaged_topology_lines_are_counted_and_numbers_cannot_overflow(tmp_path
     assert parsed.bad_lines == 3
     assert [b.split(":")[0] for b in parsed.first_bad] == ["line 33", "line 34", "line 41"]
     assert [r["source"] for r in rows(parsed, "nccl_rings")] == ["Channel"] * 3
-    assert rows(parsed, "nccl_trees") == []
+    assert [t["source"] for t in rows(parsed, "nccl_trees")] == ["Tree", "Tree"]  # not the damaged `Trees`
     assert [c["line"] for c in rows(parsed, "nccl_channels")] == [38, 48]
 
 
@@ -242,9 +253,11 @@ def test_two_communicators_in_one_process_keep_their_own_ranks_and_rings(tmp_pat
         ("0x1f82f8f6b7863cd3", 1, 2, 0),
         ("0xabc", 0, 1, 0),
     ]
-    assert [(t["comm_id"], t["up_rank"]) for t in rows(parsed, "nccl_trees")] == [
-        ("0x1f82f8f6b7863cd3", 0),
-        ("0xabc", 0),
+    assert [(t["comm_id"], t["up_rank"], t["source"]) for t in rows(parsed, "nccl_trees")] == [
+        ("0x1f82f8f6b7863cd3", 0, "Tree"),
+        ("0x1f82f8f6b7863cd3", 0, "Tree"),
+        ("0x1f82f8f6b7863cd3", 0, "Trees"),
+        ("0xabc", 0, "Trees"),
     ]
 
 
@@ -283,3 +296,88 @@ def test_two_processes_in_one_file_keep_apart_even_at_the_same_address(tmp_path:
     assert rings == [("0x1f82f8f6b7863cd3", 1, 2), ("0xbbbb", 3, 0)]
     qps = [(q["comm_id"], q["rank"], q["local_qpn"]) for q in rows(parsed, "nccl_qps")]
     assert qps == [("0x1f82f8f6b7863cd3", 1, 34), ("0xbbbb", 3, 34)]
+
+
+def real_logs() -> list[Path]:
+    """Every NCCL log of the shared corpora: 3 of 2.20.5 over RoCE, 12 of 2.28.9 over sockets."""
+    logs = sorted(RDMA_CORPUS.glob("linlinw5_ring2_node*.log")) + sorted(GPU_CORPUS.rglob("nccl.*.log"))
+    if len(logs) != 15:
+        pytest.fail(
+            f"corpus missing: {len(logs)} NCCL logs under ../shared (the folder must sit beside the checkout)"
+        )
+    return logs
+
+
+@pytest.mark.parametrize("path", real_logs(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_line_of_the_real_logs_is_in_a_form_the_parser_knows(path: Path) -> None:
+    """INIT, BOOTSTRAP, ENV, GRAPH, NET, PROFILE and the plugins' lines: read or passed over on purpose."""
+    parsed = nccl.parse(path)
+    assert (parsed.bad_lines, parsed.warnings) == (0, [])
+    assert [(r["unknown_lines"], r["first_unknown"]) for r in rows(parsed, "nccl_ranks")] == [(0, None)]
+
+
+def test_nccl_2_28_socket_rank_with_its_tree_lines() -> None:
+    """Rank 2 of the 4-rank run: `Tree 0 : 0 -> 2 -> 1/3/-1` (parent, rank, children) says what
+    `Trees [0] 1/3/-1->2->0` says, one channel a line."""
+    parsed = nccl.parse(FOUR_RANKS / "nccl.vm.872.log")
+    (me,) = rows(parsed, "nccl_ranks")
+    got = {k: me[k] for k in ("rank", "nranks", "nnodes", "comm_id", "net", "net_devices", "addresses")}
+    assert got == {
+        "rank": 2,
+        "nranks": 4,
+        "nnodes": 4,
+        "comm_id": "0x2b59316653137e7e",
+        "net": "Socket",
+        "net_devices": "[0]gqv2:10.78.0.3<0>",
+        "addresses": ["10.78.0.3"],
+    }
+    assert (me["nccl_version"], me["init_complete"], me["warnings"]) == ("2.28.9+cuda13.0", True, 0)
+    trees = [(t["channel"], t["up_rank"], t["rank"], t["down_ranks"], t["source"], t["line"])
+             for t in rows(parsed, "nccl_trees")]  # fmt: skip
+    assert trees == [
+        (0, 0, 2, [1, 3], "Tree", 39),
+        (1, 1, 2, [], "Tree", 40),
+        (0, 0, 2, [1, 3], "Trees", 43),
+        (1, 1, 2, [], "Trees", 43),
+    ]
+    assert [(r["channel"], r["prev_rank"], r["next_rank"]) for r in rows(parsed, "nccl_rings")] == [
+        (0, 1, 3),
+        (1, 1, 3),
+    ]
+    sends = [(c["channel"], c["dst_rank"]) for c in rows(parsed, "nccl_channels") if c["direction"] == "send"]
+    assert sends == [(0, 3), (0, 0), (0, 1), (1, 1), (1, 3)]  # ring ch 0, tree ch 0 up and down, …
+    assert {c["transport"] for c in rows(parsed, "nccl_channels")} == {"NET/Socket"}
+
+
+def with_lines(tmp_path: Path, source: Path, after: int, extra: list[str]) -> Path:
+    """A copy of a real log with `extra` lines after its line `after`."""
+    lines = source.read_text().splitlines()
+    path = tmp_path / source.name
+    path.write_text("\n".join([*lines[:after], *extra, *lines[after:]]) + "\n")
+    return path
+
+
+def test_lines_of_a_form_the_parser_does_not_know_are_counted_and_warned_once(tmp_path: Path) -> None:
+    """What a newer release might print: counted per file, the first kept and escaped in the one
+    warning; the lines around them are read as before."""
+    new_forms = [
+        "vm:637:637 [0] NCCL INFO Graph v3 00 : 1 => 0 => 1 \x1b[31mnew\x1b[0m",
+        "vm:637:637 [0] NCCL INFO Tree 0 : -1 -> 0 -> 1/-1/-1/-1",  # four children: a bad `Tree` line
+        "vm:637:685 [0] NCCL INFO NVLS Trees : -1/-1/-1->0->1 -1/-1/-1->0->1",  # NVLink SHARP, not met yet
+        "vm:637:637 [0] NCCL WARN a warning is counted as one, never as unknown",
+        "not NCCL's at all: the program's own output",
+    ]
+    path = with_lines(tmp_path, TWO_RANKS / "nccl.vm.637.log", 40, new_forms)
+    parsed = nccl.parse(path)
+    (me,) = rows(parsed, "nccl_ranks")
+    first = "line 41: vm:637:637 [0] NCCL INFO Graph v3 00 : 1 => 0 => 1 \x1b[31mnew\x1b[0m"
+    assert (me["unknown_lines"], me["first_unknown"], me["warnings"]) == (2, first, 1)
+    assert parsed.warnings == [
+        "2 NCCL line(s) of a form tracecore does not know (a newer NCCL?), passed over; "
+        "first: 'line 41: vm:637:637 [0] NCCL INFO Graph v3 00 : 1 => 0 => 1 \\x1b[31mnew\\x1b[0m'"
+    ]
+    assert parsed.bad_lines == 1  # starts like the `Tree` line, does not parse: bad, not unknown
+    assert parsed.first_bad == [f"line 42: {new_forms[1]} (an NCCL topology line that does not parse)"]
+    rings = [r["source"] for r in rows(parsed, "nccl_rings")]
+    assert rings == ["Channel"] * 4 + ["Ring"] * 2  # `Channel 00/02 : 0 1` twice, `Ring 0x : 1 -> 0 -> 1`
+    assert [t["source"] for t in rows(parsed, "nccl_trees")] == ["Tree", "Tree", "Trees", "Trees"]

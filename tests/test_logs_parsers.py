@@ -51,7 +51,10 @@ def _damaged(tmp_path: Path, name: str, text: str) -> Path:
 def test_detection_order_is_the_explicit_list_and_names_every_parser_module() -> None:
     assert logs.PARSER_MODULES == (
         "train_history",
+        "nccl_profiler",
         "horovod_timeline",
+        "pytorch_profiler",
+        "nccl_inspector",
         "wandb",
         "loss_csv",
         "benchmark_output",
@@ -61,7 +64,10 @@ def test_detection_order_is_the_explicit_list_and_names_every_parser_module() ->
     assert modules == set(logs.PARSER_MODULES), "a parser module missing from PARSER_MODULES is never tried"
     assert [p.table for p in logs.parsers()] == [
         "train_log",
+        "collectives",
         "horovod_timeline",
+        "collectives",
+        "collectives",
         "wandb_history",
         "loss_curve",
         "benchmark_output",

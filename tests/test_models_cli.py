@@ -242,7 +242,7 @@ def test_bad_cells_are_one_line_errors(tmp_path: Path, text: str, args: list[str
 def test_zero_workers_and_bad_figure_suffix_are_refused(tmp_path: Path) -> None:
     assert "must be ≥ 1" in _fails(["model", "optimus", "time", "--ps", "0"], 5)
     result = runner.invoke(
-        app, ["model", "scaling", "--reference-study", "--figure", str(tmp_path / "x.pdf")]
+        app, ["model", "scaling", "--reference-study", "--figure", str(tmp_path / "x.gif")]
     )
     assert result.exit_code == 2
     assert "Invalid value for '--figure'" in result.output

@@ -7,6 +7,7 @@ They must decode every byte identically, the checkout must carry a current ahead
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,3 +117,22 @@ def test_make_test_kernels_fills_the_jit_cache_a_fresh_process_loads() -> None:
     counts = {name: (int(hits), int(misses)) for name, hits, misses in rows}
     assert set(counts) == {"pcap_records", "pcapng_blocks", "reset_table"}
     assert all(hits >= 1 and misses == 0 for hits, misses in counts.values()), counts
+
+
+def test_the_jit_warm_up_loads_a_kernel_from_the_cache() -> None:
+    """`compiled.warm_up()` (ingest runs it on a thread, errors suppressed) pays numba's start-up in a
+    new TRACECORE_JIT=1 process by loading `reset_table` from the cache `make test-kernels` filled:
+    it once raised a TypeError (an argument short), so the first capture paid that start-up instead."""
+    import subprocess
+    import sys
+
+    script = (
+        "from tracecore.reader import compiled, kernel\n"
+        "print(compiled.warm_up())\n"
+        "stats = kernel.reset_table.stats\n"
+        "print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))\n"
+    )
+    env = os.environ | {"TRACECORE_JIT": "1"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["jit", "1", "0"]  # loaded once, never compiled

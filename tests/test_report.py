@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import html
+import json
 import re
 import subprocess
 from importlib.metadata import version
@@ -21,8 +23,10 @@ from tracecore.figures import render
 from tracecore.report import write_report
 
 runner = CliRunner()
-# the figures a report of runs without RDMA traffic draws: all but rdma_ops (its `shown_when`)
-TCP_FIGURES = [name for name in figures.figure_names() if name != "rdma_ops"]
+# the figures a report of TCP runs without profiler traces draws: all but rdma_ops and
+# collective_timeline (each has a `shown_when`)
+# what the sample (two TCP runs, no profiler traces) shows: every figure but RoCE's and the collectives'
+TCP_FIGURES = [name for name in figures.figure_names() if name not in ("rdma_ops", "collective_timeline")]
 
 
 def chromium(page: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -64,7 +68,7 @@ def test_report_is_one_self_contained_file(report) -> None:
     assert "<script src" not in page
     assert "<link" not in page
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
-    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 1
+    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 2
     for name in TCP_FIGURES:
         assert f'id="fig-{name}"' in page
     # no RDMA section: the sample runs are TCP
@@ -73,33 +77,118 @@ def test_report_is_one_self_contained_file(report) -> None:
     assert "window.vegaEmbed=" in page  # the bundle is inline
     for run in (SAMPLE, BOTH):
         assert run in page
-    assert "Table I" in page
-    assert "Table II" in page
+    assert "paper: Table I" in page
+    assert "paper: Table II" in page
+    # two runs: the comparison section, run names cut to what differs (full names as tooltips)
+    assert '<h2 class="group" id="compare">Run comparison</h2>' in page
+    assert f'<td class="text run" title="{SAMPLE}">batch 16</td>' in page
+    tables = page.split('id="tables"', 1)[1].split("<script>", 1)[0]
+    assert not re.search(r"\d[eE][+-]?\d", tables)  # one number format: no exponents
+    assert "notebook" not in page
+    assert "Student&#x27;s t interval" in tables  # the CI method is named
+
+
+def test_report_of_one_run_has_no_comparison_and_reports_progress(tmp_path, sample_dataset) -> None:
+    steps = []
+    page = write_report(sample_dataset, tmp_path, [SAMPLE], progress=lambda *a: steps.append(a)).read_text()
+    assert 'id="compare"' not in page
+    assert "runs_flow_diff" not in page
+    figures_shown = [n for n in TCP_FIGURES if not n.startswith("runs_")]
+    names = [name for _, _, name in steps]
+    assert names[: len(figures_shown)] == figures_shown
+    assert names[-1] == "page"
+    assert [done for done, _, _ in steps] == list(range(len(steps)))
+    assert {total for _, total, _ in steps} == {len(steps) - 1}
+    import threading
+
+    assert [t.name for t in threading.enumerate() if t.name.startswith("report")] == []  # builders joined
+
+
+def body_of(dom: str) -> dict[str, str]:
+    """The data-* attributes the page sets on <body> once every chart has settled."""
+    body = re.search(r"<body[^>]*>\s*<header>", dom).group(0)  # the bundle's strings mention <body>
+    return dict(re.findall(r'data-([a-z-]+)="([^"]*)"', body))
 
 
 @pytest.mark.slow
-def test_report_draws_every_chart_offline_without_console_errors(report, tmp_path) -> None:
-    dom = chromium(report, tmp_path, "--dump-dom")
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_report_draws_every_chart_offline_and_fits_the_window(report, tmp_path, width) -> None:
+    """At 1280 and 1920 px: every chart drawn, no console error, no horizontal scrolling of the page,
+    no chart wider than its place."""
+    dom = chromium(report, tmp_path, f"--window-size={width},1200", "--dump-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert console_messages(dom.stderr) == []
     total = len(TCP_FIGURES)
-    body = re.search(r"<body[^>]*>\s*<header>", dom.stdout).group(0)  # the bundle's strings mention <body>
-    assert f'data-charts-total="{total}"' in body
-    assert f'data-charts-drawn="{total}"' in body
-    assert 'data-charts-failed=""' in body
+    body = body_of(dom.stdout)
+    assert (body["charts-total"], body["charts-drawn"], body["charts-failed"]) == (str(total), str(total), "")
+    assert int(body["page-client-width"]) > width - 30  # the window's width, less a vertical scrollbar
+    assert body["page-scroll-width"] == body["page-client-width"]  # nothing to scroll sideways
+    assert body["charts-wider-than-page"] == ""
     for name in TCP_FIGURES:  # each chart container holds a drawn SVG with marks
         container = dom.stdout.split(f'id="fig-{name}"', 1)[1].split("</section>", 1)[0]
         assert "<svg" in container, name
         assert container.count("<path") + container.count("<rect") + container.count("<line") > 3, name
 
     shot = tmp_path / "report.png"
-    run = chromium(report, tmp_path, f"--screenshot={shot}", "--window-size=1400,4000", "--hide-scrollbars")
+    run = chromium(
+        report, tmp_path, f"--screenshot={shot}", f"--window-size={width},4000", "--hide-scrollbars"
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     pixels = decode_png(shot.read_bytes())
-    assert pixels.shape[:2] == (4000, 1400)
+    assert pixels.shape[:2] == (4000, width)
     rgb = pixels[..., :3].astype(float)
     assert rgb.var() > 500
     assert (np.abs(rgb - 255).sum(axis=2) > 60).mean() > 0.05  # charts, not an empty page
+
+
+def test_the_layout_check_can_fail(tmp_path) -> None:
+    """The same page with content too wide for the window is seen scrolling sideways."""
+    page = tmp_path / "wide.html"
+    text = (Path(__file__).resolve().parent.parent / "tracecore" / "report_template.html").read_text()
+    from string import Template
+
+    page.write_text(
+        Template(text).substitute(
+            title="t", subtitle="s", nav="", runs_table="", sections='<div style="width:3000px">wide</div>',
+            footer="", specs="{}", csv_paths="{}", vega_bundle="",
+        )
+    )  # fmt: skip
+    body = body_of(chromium(page, tmp_path, "--window-size=1280,900", "--dump-dom").stdout)
+    assert int(body["page-scroll-width"]) > int(body["page-client-width"])
+
+
+@pytest.mark.slow
+def test_downloads_give_png_svg_and_the_charts_rows_as_csv(report, tmp_path, con) -> None:
+    """What each chart's PNG, SVG and CSV buttons save, made by the page's own code in Chromium."""
+    page = report.read_text(encoding="utf-8")
+    probe = """<script>
+      setTimeout(async () => {
+        const out = {};
+        for (const id of Object.keys(charts)) {
+          const csv = toCsv(rowsOf(id));
+          const png = await views[id].toImageURL("png", 2);
+          const svg = await (await fetch(await views[id].toImageURL("svg"))).text();
+          out[id] = [csv.split("\\n").length - 2, csv.split("\\n")[0], png.slice(0, 22), svg.slice(0, 26)];
+        }
+        document.body.dataset.downloads = JSON.stringify(out);
+      }, 5000);
+    </script></body>"""
+    probed = tmp_path / "probed.html"
+    head, _, tail = page.rpartition("</body>")  # the page's own end, not a string in the Vega bundle
+    probed.write_text(head + probe + tail, encoding="utf-8")
+    dom = chromium(probed, tmp_path, "--dump-dom")
+    assert console_messages(dom.stderr) == []
+    found = json.loads(html.unescape(body_of(dom.stdout)["downloads"]))
+    assert set(found) == {f"fig-{n}" for n in TCP_FIGURES}
+    for chart_id, (rows, header, png, svg) in found.items():
+        spec = render.spec(figures.build(con, chart_id.removeprefix("fig-")))
+        drawn = render.data_rows(spec)
+        assert rows == len(drawn), chart_id
+        assert header.split(",") == list(dict.fromkeys(k for r in drawn for k in r)), chart_id
+        assert png == "data:image/png;base64,", chart_id
+        assert svg.startswith("<svg"), chart_id
+    page_buttons = re.findall(r'data-chart="fig-(\w+)" data-kind="(\w+)"', page)
+    assert sorted(page_buttons) == sorted((n, k) for n in TCP_FIGURES for k in ("png", "svg", "csv"))
 
 
 def test_the_console_check_can_fail(tmp_path) -> None:
@@ -161,9 +250,9 @@ def test_report_of_rdma_runs_has_an_rdma_section_drawn_offline(tmp_path) -> None
 
     page = write_report(rdma_dataset(), tmp_path / "report", [NCCL_RUN, CRAFTED_RUN])
     text = page.read_text(encoding="utf-8")
-    assert text.count('class="chart"') == len(figures.figure_names())
+    assert text.count('class="chart"') == len(TCP_FIGURES) + 1  # rdma_ops; these runs have no traces
     assert '<a href="#rdma_ops">RDMA operation mix per queue-pair flow (RoCE runs)</a>' not in text
-    assert '<a href="#rdma_ops">rdma_ops</a>' in text
+    assert '<a href="#rdma_ops">rdma ops</a>' in text
     table = text.split('id="table-rdma_flows"', 1)[1].split("</section>", 1)[0]
     assert table.count("<tr>") == 1 + 6 + 3  # header, the ring's 6 flows, the crafted run's 3
     assert "<td >0x000028</td>" in table.replace(
@@ -173,7 +262,7 @@ def test_report_of_rdma_runs_has_an_rdma_section_drawn_offline(tmp_path) -> None
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert console_messages(dom.stderr) == []
     body = re.search(r"<body[^>]*>\s*<header>", dom.stdout).group(0)
-    assert f'data-charts-drawn="{len(figures.figure_names())}"' in body
+    assert f'data-charts-drawn="{len(TCP_FIGURES) + 1}"' in body
     assert 'data-charts-failed=""' in body
     chart = dom.stdout.split('id="fig-rdma_ops"', 1)[1].split("</section>", 1)[0]
     assert "<svg" in chart
@@ -200,3 +289,14 @@ def test_the_vega_bundle_is_kept_in_the_cache_while_its_checksum_holds(tmp_path,
     (tmp_path / "not-a-folder").write_text("")
     monkeypatch.setenv("TRACECORE_CACHE_DIR", str(tmp_path / "not-a-folder"))
     assert render.vega_bundle() == bundle  # a cache that cannot be written only costs time
+
+
+def test_report_command_shows_its_progress_in_a_terminal(tmp_path, sample_dataset) -> None:
+    from tests.test_cli_width import in_terminal
+
+    shown = in_terminal(["report", str(tmp_path / "r"), "--data", str(sample_dataset)], 120)
+    assert "report" in shown
+    assert "link_util" in shown  # the figure being made, on the progress line
+    assert shown.rstrip().endswith(str(tmp_path / "r" / "index.html"))
+    piped = runner.invoke(app, ["report", str(tmp_path / "p"), "--data", str(sample_dataset)])
+    assert piped.output.strip() == str(tmp_path / "p" / "index.html")  # not a terminal: just the path

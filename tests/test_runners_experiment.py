@@ -143,3 +143,10 @@ def test_max_runs_counts_includes_and_repetitions_and_can_be_raised(tmp_path: Pa
     assert len(load_experiment(path, max_runs=18).runs) == 18
     exclude = '[[matrix.exclude]]\noptimizer = "adam"\n'
     assert len(load_experiment(_write(tmp_path, text + exclude), max_runs=18).runs) == 10  # after excludes
+
+
+def test_the_default_loss_method_is_nftables_the_tested_one(tmp_path: Path) -> None:
+    """netem never ran on the project's machines (no sch_netem): a file that names no method gets the
+    nftables rule the tests run, and `auto` or `netem` only when it asks (runners/loss.py)."""
+    assert load_experiment(_write(tmp_path, BASE)).loss_method == "nftables"
+    assert load_experiment(_write(tmp_path, '[loss]\nmethod = "auto"\n' + BASE)).loss_method == "auto"

@@ -221,6 +221,12 @@ def test_torchrun_path_two_ranks_per_host_with_the_profiler_on_cpu(tmp_path: Pat
     # 4 ranks on 2 hosts: gloo's ring crosses the wire between the hosts both ways
     pairs = con.sql("SELECT src_worker, dst_worker FROM topology_check() WHERE payload_bytes > 1e5")
     assert sorted(pairs.fetchall()) == [("W1", "W2"), ("W2", "W1")]
+    # every rank's profiler trace became collectives: the DDP bucket's all-reduce in steps 4-6
+    got = con.sql(
+        "SELECT rank, list(DISTINCT step ORDER BY step) FROM collectives WHERE source ="
+        " 'pytorch_profiler' AND op = 'all_reduce' AND backend = 'gloo' GROUP BY rank ORDER BY rank"
+    )
+    assert got.fetchall() == [(r, [4, 5, 6]) for r in range(4)]
     con.close()
 
 

@@ -17,9 +17,17 @@ from typer.testing import CliRunner
 
 from bench._deps import ensure_torch
 from tests.conftest import netns_made_by, require_tool
-from tests.runs import check_clocks, check_failed_run, check_loss, check_ok_ddp_run, netem_works
+from tests.runs import (
+    NETEM_NOT_RUN,
+    check_clocks,
+    check_failed_run,
+    check_loss,
+    check_ok_ddp_run,
+    netem_works,
+)
 from tracecore.cli.app import app
 from tracecore.ingest.runname import parse_run_name
+from tracecore.runners.loss import NETEM_UNTESTED
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "runners" / "examples"
@@ -186,30 +194,37 @@ def _ping_experiment(tmp_path: Path, out: Path) -> Path:
 
 
 @pytest.mark.netns
-def test_auto_loss_picks_netem_where_it_works_else_nftables_and_records_it(tmp_path: Path) -> None:
-    for tool in ("tcpdump", "nft", "tc", "unshare"):
+def test_default_loss_is_the_nftables_rule_and_recorded(tmp_path: Path) -> None:
+    """The default method is the one these machines test (runners/loss.py): no probe, nftables drops."""
+    for tool in ("tcpdump", "nft"):
         require_tool(tool)
     out = tmp_path / "pcaps"
     res = runner.invoke(app, ["run", str(_ping_experiment(tmp_path, out))])
     assert res.exit_code == 0, res.output
+    assert "netem" not in res.output
     meta = tomllib.loads((out / "torch_ddp-resnet8w4-sgd-4-gloo-loss_50-ring" / "run.toml").read_text())
-    check_loss(meta, 50.0)  # this machine's kernel has no netem: nftables
+    check_loss(meta, 50.0)
+    assert meta["loss"]["method"] == "nftables"
     check_clocks(meta)
     assert not netns_made_by(os.getpid())
 
 
 @pytest.mark.netns
-def test_explicit_netem_is_refused_before_anything_starts_where_the_kernel_lacks_it(tmp_path: Path) -> None:
+def test_explicit_netem_is_refused_before_anything_starts_where_the_kernel_lacks_it(
+    tmp_path: Path, untested
+) -> None:
     for tool in ("tcpdump", "tc", "unshare"):
         require_tool(tool)
     out = tmp_path / "pcaps"
     exp = _ping_experiment(tmp_path, out)
     res = runner.invoke(app, ["run", str(exp), "--set", "loss.method=netem"])
-    if netem_works():  # a kernel with netem runs it, and run.toml says so
+    if netem_works():  # a kernel with netem runs it, says it is the untested method, and run.toml says so
         assert res.exit_code == 0, res.output
+        assert NETEM_UNTESTED in res.output
         meta = tomllib.loads((out / "torch_ddp-resnet8w4-sgd-4-gloo-loss_50-ring" / "run.toml").read_text())
         check_loss(meta, 50.0, requested="netem")
         return
+    untested(NETEM_NOT_RUN)
     assert res.exit_code == 6, res.output  # ExitCode.TESTBED: the hosts cannot do what the file asks
     assert res.stderr == (
         f"Error: {exp}: loss.method = netem, but this machine's kernel has no netem (unshare --net tc qdisc"
@@ -254,7 +269,7 @@ def test_real_matrix_on_netns_is_captured_ingested_and_fits_model_scaling(tmp_pa
     for (workers, _b), name in names.items():
         meta = check_ok_ddp_run(out / name, ips[:workers], min_packets=0 if workers == 1 else 50)
         check_loss(meta, 0.0)
-    check_loss(check_ok_ddp_run(out / lossy, ips), 1.0)  # auto: netem where the kernel has it, else nftables
+    check_loss(check_ok_ddp_run(out / lossy, ips), 1.0)  # the default: nftables
 
     # --resume skips them all; without it the complete runs are refused.
     res = runner.invoke(app, ["run", str(exp), "--resume"])

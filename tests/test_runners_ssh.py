@@ -16,7 +16,14 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import netns_made_by
-from tests.runs import check_clocks, check_failed_run, check_loss, check_ok_ddp_run, netem_works
+from tests.runs import (
+    NETEM_NOT_RUN,
+    check_clocks,
+    check_failed_run,
+    check_loss,
+    check_ok_ddp_run,
+    netem_works,
+)
 from tests.sshd_hosts import SshHosts, ssh_hosts
 from tracecore.cli.app import app
 
@@ -240,7 +247,9 @@ def test_trust_records_new_keys_and_a_changed_key_is_refused(tmp_path: Path) -> 
 
 @pytest.mark.netns
 @pytest.mark.slow
-def test_loss_method_over_ssh_explicit_netem_refused_up_front_auto_falls_back(tmp_path: Path) -> None:
+def test_loss_method_over_ssh_explicit_netem_refused_up_front_auto_falls_back(
+    tmp_path: Path, untested
+) -> None:
     """The netem probe runs on the hosts: an explicit netem they lack stops the experiment before any
     run (exit 6, nothing left on them); auto falls back to nftables and run.toml says so."""
     with ssh_hosts(2) as hosts:
@@ -249,6 +258,7 @@ def test_loss_method_over_ssh_explicit_netem_refused_up_front_auto_falls_back(tm
                                          capture__filter="host {ip}"))  # fmt: skip
         name = "torch_ddp-resnet8w4-sgd-4-gloo-loss_50-ring"
         if not netem_works():
+            untested(NETEM_NOT_RUN)
             res = runner.invoke(app, ["run", str(exp), "--set", "loss.method=netem"])
             assert res.exit_code == 6, res.output
             assert res.stderr == (
@@ -258,10 +268,10 @@ def test_loss_method_over_ssh_explicit_netem_refused_up_front_auto_falls_back(tm
             )
             assert not (tmp_path / "out").exists()
             assert_clean(hosts)
-        res = runner.invoke(app, ["run", str(exp)])
+        res = runner.invoke(app, ["run", str(exp), "--set", "loss.method=auto"])
         assert res.exit_code == 0, res.output
         meta = tomllib.loads((tmp_path / "out" / name / "run.toml").read_text())
-        check_loss(meta, 50.0)
+        check_loss(meta, 50.0, requested="auto")
         check_clocks(meta)
         assert meta["loss"]["where"] == "each host's egress on eth1"
         assert_clean(hosts)

@@ -12,9 +12,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from tests.test_views_support import BOTH, SAMPLE, packets, train_log, worker_labels
 from tracecore import query, views
+from tracecore.errors import UsageError
 
 RUNS = [SAMPLE, BOTH]
 
@@ -39,6 +41,14 @@ VIEW_ROWS = {
     "accuracy_vs_data": 34,
     "burstiness": 96,
     "bytes_sent": 2 * 4,
+    # the sample runs have no profiler traces (tests/test_views_collectives.py has runs that do)
+    "collective_calls": 0,
+    "collective_clock_check": 0,
+    "collective_coverage": 0,
+    "collective_links": 0,
+    "collective_rank_workers": 2 * 4,  # the sample captures are named worker-<i>-…
+    "collective_stragglers": 0,
+    "collective_wire": 0,
     "congestion": 12 * (661 + 419),  # link_util's rows, with zero marks: the sample runs are TCP
     "data_per_step": 2,
     "flow_counts": 2 * 5,  # 4tuple, 5tuple, connection, hostpair, qp
@@ -59,10 +69,12 @@ VIEW_ROWS = {
     "run_bounds": 2,
     "run_meta": 2,
     "run_summary": 2,
+    "step_breakdown": 0,
     "temporal_flows": 76,
     "throughput_ci": 2,
     "topology_check": 2 * 12,
     "train_duration": 2,
+    "train_steps": 29 + 3,  # 30 and 4 Batch rows in the sample runs; step 0 has no start
     "train_window": 2,
     "worker_pairs": 2 * 12,
 }
@@ -275,9 +287,10 @@ def test_temporal_flows(con) -> None:
 
 # ---- Tables I and II ----------------------------------------------------------------------------
 def ci(values: np.ndarray) -> tuple[float, float, float]:
+    """Student's t interval (the views' default method), its lower bound clipped at 0 Gbit/s."""
     m, s = float(np.mean(values)), float(np.std(values, ddof=1))
-    h = 1.96 * s / math.sqrt(len(values))
-    return m - h, m, m + h
+    h = stats.t.ppf(0.975, len(values) - 1) * s / math.sqrt(len(values))
+    return max(0.0, m - h), m, m + h
 
 
 def test_throughput_ci(con) -> None:
@@ -330,6 +343,61 @@ def test_link_util_ci(con) -> None:
     every_link = q(con, "link_util_ci", runs=[SAMPLE])
     pairs = q(con, "link_util", runs=[SAMPLE]).groupby(["src_worker", "dst_worker"]).ngroups
     assert len(every_link) == pairs
+
+
+def _bootstrap(values: np.ndarray, replicates: int = 1000) -> tuple[float, float]:
+    """The 2.5 % and 97.5 % quantiles (lower inverse-CDF, as quantile_disc) of the means of the draws
+    link_ci.sql documents: replicate r's i-th draw is window mix(r·1000003 + i + 1) mod n."""
+    n, mask = len(values), (1 << 64) - 1
+    means = []
+    for r in range(replicates):
+        picks = []
+        for i in range(n):
+            x = ((r * 1000003 + i + 1) * 11400714819323198485) & mask
+            x = ((x ^ (x >> 29)) * 2685821657736338717) & mask
+            picks.append((x ^ (x >> 32)) % n)
+        means.append(float(values[picks].sum()) / n)
+    ordered = sorted(means)
+    return ordered[math.ceil(0.025 * replicates) - 1], ordered[math.ceil(0.975 * replicates) - 1]
+
+
+def test_ci_methods_name_themselves_and_clip_at_zero(con) -> None:
+    """t (default), the paper's normal 1.96 and a bootstrap of fixed draws; a lower bound under 0 Gbit/s
+    is 0: the sample's first 4 s are set-up with a few busy windows, so m − h < 0 there."""
+    window, span = 250_000_000, 4_000_000_000
+    p = packets(SAMPLE)
+    t0 = p.ts_ns.min()
+    n = span // window
+    w = p[(p.ts_ns >= t0) & (p.ts_ns < t0 + n * window)]
+    per_bytes = w.groupby((w.ts_ns - t0) // window).frame_len.sum().reindex(range(n), fill_value=0)
+    per = per_bytes.to_numpy() * 8 / window
+    m, s = float(np.mean(per)), float(np.std(per, ddof=1))
+    got = {
+        method: q(con, "throughput_ci", runs=[SAMPLE], bin_ns=window, to_ns=span, method=method).iloc[0]
+        for method in ("t", "normal", "bootstrap")
+    }
+    assert {k: v.ci_method for k, v in got.items()} == {
+        "t": "t",
+        "normal": "normal",
+        "bootstrap": "bootstrap",
+    }
+    t_half = stats.t.ppf(0.975, n - 1) * s / math.sqrt(n)
+    assert m - t_half < 0  # the case clipping is for
+    assert got["t"].ci_low_gbps == 0.0
+    assert got["t"].ci_high_gbps == pytest.approx(m + t_half, rel=1e-9)
+    assert got["normal"].ci_low_gbps == max(0.0, m - 1.96 * s / math.sqrt(n))
+    assert got["normal"].ci_high_gbps == pytest.approx(m + 1.96 * s / math.sqrt(n), rel=1e-12)
+    low, high = _bootstrap(per)
+    assert (got["bootstrap"].ci_low_gbps, got["bootstrap"].ci_high_gbps) == pytest.approx(
+        (low, high), rel=1e-12
+    )
+    assert 0 <= low < m < high
+    links = q(con, "link_util_ci", runs=[SAMPLE], method="bootstrap")
+    assert (links.ci_low_gbps >= 0).all()
+    assert (links.ci_low_gbps <= links.mean_gbps).all()
+    assert (links.ci_method == "bootstrap").all()
+    with pytest.raises(UsageError, match="method must be t, normal or bootstrap, not z"):
+        q(con, "throughput_ci", runs=[SAMPLE], method="z")
 
 
 # ---- Fig. 10, Fig. 8, Sec. VI: joined with the training log -------------------------------------

@@ -11,6 +11,9 @@ from tracecore import partition, query, views
 from tracecore.errors import UsageError
 
 BUILDING_BLOCKS = (
+    "collective_calls",
+    "collective_links",
+    "collective_rank_workers",
     "grid_check",
     "grid_rows",
     "link_ci",
@@ -20,6 +23,7 @@ BUILDING_BLOCKS = (
     "packets_window",
     "run_bounds",
     "run_meta",
+    "train_steps",
     "train_window",
     "worker_pairs",
 )

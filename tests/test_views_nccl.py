@@ -176,7 +176,8 @@ def test_the_cli_table_names_the_verdict_and_the_contradicting_edges(data: Path)
             status
         )
     csv = cli("query", "nccl_topology", "--data", str(data), "-r", SWAPPED, "-f", "csv")
-    assert '"W1","W2",0,2,false,true,true,"NET/IB","[42]",true,32770,44,"[40]",false,' in csv  # lists as JSON
+    # lists as JSON; 1 flow (destination QP 40)
+    assert '"W1","W2",0,2,false,true,true,"NET/IB","[42]",true,32770,44,1,"[40]",false,' in csv
 
 
 def test_without_rdma_on_the_wire_the_verdict_is_unknown_not_true(data: Path) -> None:

@@ -29,6 +29,9 @@ from tests.rdma_corpus import (
     NCCL_FILES,
     NCCL_RUN,
     PSN_WRAP,
+    SECOND_ACK_QP,
+    SECOND_PORT,
+    SHARED_QP_RUN,
     STEPS_NS,
     T0,
     WRAP_PORT,
@@ -36,7 +39,9 @@ from tests.rdma_corpus import (
     WRITE_QP,
     crafted_frames,
     flow_summary,
+    make_shared_qp_run,
     open_rdma_dataset,
+    shared_qp_frames,
 )
 from tracecore import query
 from tracecore.reader import names
@@ -409,6 +414,44 @@ def test_flow_counts_qp_counts_the_rdma_flows(con, window) -> None:
         # CNP (source port 0) is a 5-tuple of its own
         crafted = counts[counts.run == CRAFTED_RUN].set_index("definition").flows
         assert (crafted["5tuple"], crafted["connection"], crafted["hostpair"]) == (4, 4, 1)
+
+
+# ---- two receivers whose QPs have the same number -----------------------------------------------------
+@pytest.fixture(scope="module")
+def shared_qp_con(tmp_path_factory: pytest.TempPathFactory):
+    from tracecore.ingest import ingest, open_catalog
+
+    root = tmp_path_factory.mktemp("shared-qp")
+    summary = ingest([make_shared_qp_run(root / "runs")], root / "data", jobs=1)
+    assert not summary.failed
+    assert not summary.problems, summary.problems
+    c = open_catalog(root / "data", read_only=True)
+    yield c
+    c.close()
+
+
+def test_a_flow_is_told_apart_by_its_receiver_when_receivers_share_a_qp_number(shared_qp_con) -> None:
+    """A QP number names a queue pair of one receiving NIC: .62's writes to QP 0x1b of .61 and to QP 0x1b
+    of .63 are two flows (and two `qp` flows in flow_counts), each paired with its own ACKs."""
+    got = {key(r): r for r in flows(shared_qp_con, SHARED_QP_RUN).itertuples()}
+    a61, a62, a63 = "10.1.16.61", "10.1.16.62", "10.1.16.63"
+    label = {a61: "W1", a62: "W2", a63: "W3"}
+    assert sorted(got) == sorted(
+        [(a62, a61, WRITE_QP), (a62, a63, WRITE_QP), (a61, a62, ACK_QP), (a63, a62, SECOND_ACK_QP)]
+    )
+    sent = shared_qp_frames()
+    for (src, dst, qp), r in got.items():
+        frames = [s for s in sent if (s.src_ip, s.dst_ip, s.dest_qp) == (src, dst, qp)]
+        assert (r.packets, r.bytes) == (len(frames), sum(s.frame_len for s in frames)), (src, dst, qp)
+        assert (r.src_worker, r.dst_worker) == (label[src], label[dst])
+    to61, to63 = got[(a62, a61, WRITE_QP)], got[(a62, a63, WRITE_QP)]
+    assert (to61.writes, to61.src_qp, to61.src_port, to61.paired) == (8, ACK_QP, 49935, True)
+    assert (to63.writes, to63.src_qp, to63.src_port, to63.paired) == (7, SECOND_ACK_QP, SECOND_PORT, True)
+    assert (to61.psn_gaps, to63.psn_gaps, to61.psn_repeats, to63.psn_repeats) == (0, 0, 0, 0)
+    assert got[(a61, a62, ACK_QP)].acks == 3
+    assert got[(a63, a62, SECOND_ACK_QP)].acks == 2
+    counts = query.run_view(shared_qp_con, "flow_counts").to_pandas().set_index("definition").flows
+    assert (counts["qp"], counts["hostpair"]) == (4, 2)  # host pairs are undirected
 
 
 # ---- the frame-counting views on RoCE runs --------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import functools
 import ipaddress
+import os
 import shutil
 import struct
 import tempfile
@@ -29,13 +30,23 @@ BOTH = both_directions_run().name
 RUN_DIRS = {SAMPLE: sample_run(), BOTH: both_directions_run()}
 
 
+# A dataset this function made in another process, copied instead of ingesting again: bench/mutants.py
+# makes it once for its many short test runs of mutated views (each copy's catalog is rebuilt with the
+# views of its checkout when opened, as for any moved dataset).
+PREBUILT_ENV = "TRACECORE_TEST_SAMPLE_DATASET"
+
+
 @functools.cache
 def dataset_dir() -> Path:
-    """Both sample runs ingested into a fresh dataset (once per process; removed at exit)."""
+    """Both sample runs ingested into a fresh dataset (once per process; removed at exit), or a copy
+    of $TRACECORE_TEST_SAMPLE_DATASET."""
     from tracecore.ingest import ingest
 
     out = Path(tempfile.mkdtemp(prefix="tracecore-views-"))
     atexit.register(shutil.rmtree, out, True)
+    if os.environ.get(PREBUILT_ENV):
+        shutil.copytree(os.environ[PREBUILT_ENV], out / "data")
+        return out / "data"
     summary = ingest([sample_root(), both_directions_root()], out / "data", jobs=1)
     assert not summary.failed, summary.failed
     return out / "data"

@@ -106,11 +106,13 @@ class Dataset:
 
         return _convert(self._run(lambda con: run_sql(con, text, values or None)), as_ or self.as_)
 
-    def figure(self, name: str, runs: list[str] | None = None) -> alt.TopLevelMixin:
-        """Figure `name` (see `figures`) as an Altair chart, which Jupyter draws."""
+    def figure(self, name: str, runs: list[str] | None = None, **options: Any) -> alt.TopLevelMixin:
+        """Figure `name` (see `figures`) as an Altair chart, which Jupyter draws; `options` are
+        `tracecore.figures.options.FigureOptions` fields, e.g. top=4, layout="overlay", ci="bootstrap"."""
         from tracecore.figures import build
+        from tracecore.figures.options import FigureOptions
 
-        return self._run(lambda con: build(con, name, runs))
+        return self._run(lambda con: build(con, name, runs, FigureOptions(**options)))
 
     @property
     def views(self) -> list[str]:

@@ -3,7 +3,8 @@
 Two layers, so a notebook user can take either: the builders in `traffic`, `timeseries`,
 `training` and `tables` turn a view's result (a pyarrow Table) into a chart; `build(con, name,
 runs)` runs the views a figure needs with sensible windows and bins and calls its builder.
-`render` writes PNG/SVG/HTML/JSON offline.
+`options.FigureOptions` carries what a user asks beyond the runs (bins, window, links, title, size,
+theme); `render` writes PNG/SVG/PDF/HTML/JSON offline and the drawn data as CSV/Parquet.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ if TYPE_CHECKING:
     import altair as alt
     import duckdb
 
+    from tracecore.figures.options import FigureOptions
     from tracecore.figures.registry import Figure
 
 
 def _registry() -> dict[str, Figure]:
-    from tracecore.figures import registry
+    from tracecore.figures import compare, registry
 
-    return {f.name: f for f in registry.FIGURES}
+    return {f.name: f for f in [*registry.FIGURES, *compare.FIGURES]}
 
 
 def figure_names() -> list[str]:
@@ -36,9 +38,23 @@ def get(name: str) -> Figure:
     return figures[name]
 
 
-def build(con: duckdb.DuckDBPyConnection, name: str, runs: list[str] | None = None) -> alt.TopLevelMixin:
-    """The chart of figure `name` for `runs` (None = every run); unknown names or runs raise UsageError."""
+def build(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    runs: list[str] | None = None,
+    options: FigureOptions | None = None,
+) -> alt.TopLevelMixin:
+    """The chart of figure `name` for `runs` (None = every run) as `options` ask (None: the defaults).
+
+    Unknown names or runs, and a data option the figure does not take, raise UsageError.
+    """
+    from tracecore.figures.options import FigureOptions, check_asked, present
     from tracecore.query import check_runs
 
     figure = get(name)
-    return figure.build(con, check_runs(con, runs))
+    options = options or FigureOptions()
+    accepted = getattr(figure.build, "options", None)  # set by options.uses: it takes FigureOptions
+    check_asked(name, accepted or frozenset(), options)
+    runs = check_runs(con, runs)
+    chart = figure.build(con, runs) if accepted is None else figure.build(con, runs, options)
+    return present(chart, figure.ref, options)

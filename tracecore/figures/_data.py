@@ -12,7 +12,6 @@ from typing import Any
 
 import altair as alt
 import pyarrow as pa
-from altair.utils.schemapi import debug_mode
 
 from tracecore.json_values import json_rows
 
@@ -33,19 +32,32 @@ def as_arrow(table: Any) -> pa.Table:
 def rows(table: Any, columns: list[str] | None = None) -> list[dict[str, Any]]:
     """The rows of `table` (optionally only `columns`) as JSON-safe dicts (NaN → None, Decimal → number).
 
-    `table` is a view result as pyarrow (what `tracecore.query.run_view` returns), polars or pandas.
+    `table` is a view result as pyarrow (what `tracecore.query.run_view` returns), polars or pandas,
+    or rows already as dicts.
     """
+    if isinstance(table, list):
+        return json_rows([{c: r.get(c) for c in columns} if columns is not None else r for r in table])
     table = as_arrow(table)
     if columns is not None:
         table = table.select(columns)
     return json_rows(table.to_pylist())
 
 
+class _InlineRows(alt.Data):
+    """Inline data whose rows (already JSON-safe dicts from `rows`) go into the spec as they are.
+
+    Why: Altair converts every value of every row through `_todict`, whose protocol checks cost
+    seconds on a report's tens of thousands of rows (bench/results/report-build.md)."""
+
+    def to_dict(self, validate: bool = True, *, ignore: list[str] | None = None, context: Any = None) -> dict:
+        return {"values": self._kwds["values"]}
+
+
 def inline(values: list[dict[str, Any]]) -> alt.Data:
-    """The rows as inline data, not checked row by row as Altair checks every object it builds:
-    `render.spec` checks the finished chart once."""
-    with debug_mode(False):
-        return alt.Data(values=values)
+    """The rows as inline data, not checked row by row as Altair checks every object it builds
+    (its check goes through `to_dict`, which gives the rows as they are): `render.spec` checks the
+    finished chart once."""
+    return _InlineRows(values=values)
 
 
 def byte_unit(max_bytes: float) -> tuple[str, float]:
@@ -65,6 +77,6 @@ def empty_chart(title: str, message: str) -> alt.Chart:
     return (
         alt.Chart(inline([{"message": message}]))
         .mark_text(size=14, color="#555")
-        .encode(text="message:N")
+        .encode(text=alt.Text("message:N"))
         .properties(width=WIDTH, height=80, title=title)
     )

@@ -15,8 +15,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tracecore.figures import confidence, timeseries, traffic, training
-from tracecore.query import run_view
+from tracecore.figures import collectives, confidence, timeseries, traffic, training
+from tracecore.figures._views import run_view
+from tracecore.figures.options import FigureOptions, uses
+from tracecore.figures.style import short_runs
+from tracecore.query import run_sql
+from tracecore.views import view_params
 
 if TYPE_CHECKING:
     import altair as alt
@@ -52,48 +56,78 @@ def nice_bin_ns(span_ns: int, bins: int, floor_ns: int) -> int:
 
 
 def _of_view(view: str, builder: Callable[[pa.Table], alt.TopLevelMixin]) -> FigureFn:
-    """A figure that is one view's result drawn by one builder, with the run selection passed on."""
+    """A figure that is one view's result drawn by one builder, with the run selection passed on and
+    the options the view has parameters for (bin or window width, time window, CI method)."""
+    declared = [p.name for p in view_params(view)]
+    takes = [
+        option
+        for option, needs in (("bin", ("bin_ns", "window_ns")), ("window", ("from_ns",)), ("ci", ("method",)))
+        if any(n in declared for n in needs)
+    ]
 
-    def figure(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-        return builder(run_view(con, view, runs=runs))
+    @uses(*takes)
+    def figure(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
+        return builder(run_view(con, view, runs=runs, params=options.view_params(declared)))
 
     figure.__name__ = view
     return figure
 
 
-def _longest_run_ns(con: duckdb.DuckDBPyConnection, runs: Runs) -> int:
-    bounds = run_view(con, "run_bounds", runs=runs)
+def longest_span_ns(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions | None = None) -> int:
+    """The longest span a figure draws: a run's, or the window's part of it."""
+    params = options.view_params(["from_ns", "to_ns"]) if options else {}
+    bounds = run_view(con, "run_bounds", runs=runs, params=params)
     if bounds.num_rows == 0:
         return 0
     return max(
-        e - s for s, e in zip(bounds["start_ns"].to_pylist(), bounds["end_ns"].to_pylist(), strict=True)
+        hi - lo for lo, hi in zip(bounds["lo_ns"].to_pylist(), bounds["hi_ns"].to_pylist(), strict=True)
+    )
+
+
+def _any_row(con: duckdb.DuckDBPyConnection, runs: Runs, sql: str) -> bool:
+    """Whether `sql` (a SELECT with a WHERE) finds a row of one of `runs` (None = all)."""
+    if runs is None:
+        return bool(con.execute(f"SELECT EXISTS ({sql})").fetchall()[0][0])
+    return bool(
+        con.execute(f"SELECT EXISTS ({sql} AND list_contains($runs, run))", {"runs": runs}).fetchall()[0][0]
     )
 
 
 def has_rdma(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     """Whether any of `runs` (None = all) holds a RoCE packet: the report's RDMA section needs one."""
-    sql = "SELECT EXISTS (SELECT 1 FROM packets WHERE rdma_opcode IS NOT NULL"
-    if runs is None:
-        return bool(con.execute(sql + ")").fetchall()[0][0])
-    return bool(con.execute(sql + " AND list_contains($runs, run))", {"runs": runs}).fetchall()[0][0])
+    return _any_row(con, runs, "SELECT 1 FROM packets WHERE rdma_opcode IS NOT NULL")
 
 
-def link_util(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+@uses("bin", "window", "links", "clock")
+def link_util(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
     n_runs = run_view(con, "run_bounds", runs=runs).num_rows
     points = max(300, 2000 // max(1, n_runs))  # the page stays light with many runs
-    bin_ns = nice_bin_ns(_longest_run_ns(con, runs), points, 10 * MS)
-    return timeseries.link_util_chart(run_view(con, "link_util", runs=runs, params={"bin_ns": bin_ns}))
-
-
-def temporal_flows(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    bin_ns = nice_bin_ns(_longest_run_ns(con, runs), 60, 100 * MS)
-    return timeseries.temporal_flows_chart(
-        run_view(con, "temporal_flows", runs=runs, params={"bin_ns": bin_ns})
+    span = longest_span_ns(con, runs, options)
+    bin_ns = options.bin_ns or nice_bin_ns(span, points, 10 * MS)
+    table = run_view(
+        con, "link_util", runs=runs, params={**options.view_params(["from_ns", "to_ns"]), "bin_ns": bin_ns}
+    )
+    return timeseries.link_util_chart(
+        table,
+        links=options.links,
+        top=options.top,
+        layout=options.layout,
+        clock=options.clock,
+        trim=options.from_ns is None,
     )
 
 
-def burstiness(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
-    return timeseries.burstiness_chart(run_view(con, "burstiness", runs=runs))
+@uses("bin", "window")
+def temporal_flows(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
+    bin_ns = options.bin_ns or nice_bin_ns(longest_span_ns(con, runs, options), 60, 100 * MS)
+    params = {**options.view_params(["from_ns", "to_ns"]), "bin_ns": bin_ns}
+    return timeseries.temporal_flows_chart(run_view(con, "temporal_flows", runs=runs, params=params))
+
+
+@uses("window")
+def burstiness(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
+    params = options.view_params(["from_ns", "to_ns"])
+    return timeseries.burstiness_chart(run_view(con, "burstiness", runs=runs, params=params))
 
 
 def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
@@ -109,6 +143,7 @@ def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLeve
         steps.setdefault(r["run"], []).append(r["t_s"])
     parts = []
     ordered = sorted(busiest.items(), key=lambda kv: (meta[kv[0]]["batch_size"] or 0, kv[0]))
+    names = short_runs(run for run, _ in ordered)
     for order, (run, link) in enumerate(ordered):
         ts = sorted(steps.get(run) or [meta[run]["duration_s"] / 2])
         mid_ns = int(ts[len(ts) // 2] * 1e9)
@@ -122,20 +157,112 @@ def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLeve
                 "to_ns": mid_ns + window_ns // 2,
             },
         )
-        mask = [
-            s == link["src_worker"] and d == link["dst_worker"]
-            for s, d in zip(util["src_worker"].to_pylist(), util["dst_worker"].to_pylist(), strict=True)
-        ]
-        util = util.filter(pa.array(mask, pa.bool_()))
-        label = f"batch {meta[run]['batch_size']} · {run}"
-        util = util.append_column("label", pa.array([label] * util.num_rows, pa.string()))
-        parts.append(util.append_column("order", pa.array([order] * util.num_rows, pa.int64())))
-    table = (
-        pa.concat_tables(parts)
-        if parts
-        else pa.table({c: [] for c in ("label", "order", "src_worker", "dst_worker", "t_s", "gbps")})
+        # the link's rows as dicts: a mask and Table.filter, or new Arrow columns, would load pandas
+        # (seconds of a report)
+        label = f"batch {meta[run]['batch_size']}" + (f" · {names[run]}" if len(names) > 1 else "")
+        parts.extend(
+            {**r, "label": label, "order": order}
+            for r in util.to_pylist()
+            if (r["src_worker"], r["dst_worker"]) == (link["src_worker"], link["dst_worker"])
+        )
+    return timeseries.batch_size_effect_chart(parts)
+
+
+# which source draws a run's collectives when several recorded them: NCCL's own first
+SOURCE_ORDER = ("nccl_profiler", "nccl_inspector", "pytorch_profiler", "horovod_timeline")
+STEP_SPANS = """
+SELECT run, step, min(coalesce(gpu_start_ns, start_ns)) AS t0, max(coalesce(gpu_end_ns, end_ns)) AS t1
+FROM profiler_steps WHERE $runs IS NULL OR list_contains($runs, run) GROUP BY run, step
+UNION ALL
+SELECT run, step, start_ns, end_ns FROM train_steps
+WHERE ($runs IS NULL OR list_contains($runs, run)) AND run NOT IN (SELECT run FROM profiler_steps)
+    AND run IN (SELECT run FROM collectives WHERE start_ns IS NOT NULL)
+ORDER BY run, step
+"""
+
+
+def has_collectives(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
+    """Whether any of `runs` (None = all) has a collective placed in time: the report's timeline needs one."""
+    return _any_row(con, runs, "SELECT 1 FROM collectives WHERE start_ns IS NOT NULL")
+
+
+def collective_timeline(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    """Each run's middle step (profiled, else logged): its collectives per rank from one source
+    (SOURCE_ORDER), the frames each put on each link, and the links' load in ~150 bins."""
+    spans = run_sql(con, STEP_SPANS, {"runs": runs}).to_pylist()
+    by_run: dict[str, list[dict]] = {}
+    for span in spans:
+        by_run.setdefault(span["run"], []).append(span)
+    blocks = []
+    for run, steps in by_run.items():
+        block = _timeline_block(con, run, steps[len(steps) // 2])
+        if block is not None:
+            blocks.append(block)
+    return collectives.timeline_chart(blocks)
+
+
+def _timeline_block(con: duckdb.DuckDBPyConnection, run: str, step: dict) -> dict | None:
+    t0, t1 = step["t0"], step["t1"]
+    calls = [
+        c
+        for c in run_view(con, "collective_calls", runs=[run]).to_pylist()
+        if c["start_ns"] is not None and c["start_ns"] < t1 and c["end_ns"] > t0
+    ]
+    source = next((s for s in SOURCE_ORDER if any(c["source"] == s for c in calls)), None)
+    if source is None:
+        return None
+    calls = [c for c in calls if c["source"] == source]
+    seqs = {(c["comm"], c["seq"]) for c in calls}
+
+    def ms(t: int) -> float:
+        return round((min(max(t, t0), t1) - t0) / 1e6, 4)
+
+    def what(op: str, seq: int, size: int | None) -> str:
+        return f"{op} #{seq}" + (f" ({size / 1e6:.2f} MB)" if size else "")
+
+    rows = [
+        {
+            "lane": f"rank {c['rank']} ({c['worker'] or '?'})",
+            "kind": "collective",
+            "t0_ms": ms(c["start_ns"]),
+            "t1_ms": ms(c["end_ns"]),
+            "op": c["op"],
+            "what": what(c["op"], c["seq"], c["bytes"]),
+            "tip": f"{c['time_source']}: {(c['end_ns'] - c['start_ns']) / 1e6:.3f} ms",
+        }
+        for c in calls
+    ]
+    for w in run_view(con, "collective_wire", runs=[run]).to_pylist():
+        if w["source"] == source and (w["comm"], w["seq"]) in seqs and w["frames"]:
+            rows.append(
+                {
+                    "lane": f"{w['src_worker']}→{w['dst_worker']} wire",
+                    "kind": "wire",
+                    "t0_ms": ms(w["first_byte_ns"]),
+                    "t1_ms": ms(w["last_byte_ns"]),
+                    "op": w["op"],
+                    "what": what(w["op"], w["seq"], w["message_bytes"]),
+                    "tip": f"{w['bytes']:,} B in {w['frames']} frames, {w['gbps'] or 0:.2f} Gbit/s busy",
+                }
+            )
+    start = run_view(con, "run_bounds", runs=[run]).column("start_ns")[0].as_py()
+    bin_ns = nice_bin_ns(t1 - t0, 150, 100_000)
+    util = run_view(
+        con,
+        "link_util",
+        runs=[run],
+        params={"bin_ns": bin_ns, "from_ns": max(0, t0 - start), "to_ns": t1 - start},
     )
-    return timeseries.batch_size_effect_chart(table)
+    load = [
+        {
+            "link": f"{u['src_worker']}→{u['dst_worker']}",
+            "t_ms": round((u["bin_start_ns"] - t0) / 1e6, 4),
+            "gbps": u["gbps"],
+        }
+        for u in util.to_pylist()
+    ]
+    title = f"{run} · step {step['step']} · {source}"
+    return {"title": title, "span_ms": (t1 - t0) / 1e6, "spans": rows, "load": load, "bin_ms": bin_ns / 1e6}
 
 
 FIGURES = [
@@ -198,6 +325,13 @@ FIGURES = [
         "",
         "Payload per rank per step vs 2(N−1)/N × gradient bytes",
         _of_view("data_per_step", training.data_per_step_chart),
+    ),
+    Figure(
+        "collective_timeline",
+        "",
+        "One step's collectives per rank above each link's load (profiler traces, NCCL plugins)",
+        collective_timeline,
+        shown_when=has_collectives,
     ),
     Figure(
         "rdma_ops",

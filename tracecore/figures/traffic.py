@@ -11,92 +11,140 @@ import math
 import altair as alt
 import pyarrow as pa
 
-from tracecore.figures._data import HEIGHT, WIDTH, byte_unit, empty_chart, inline, rows
+from tracecore.figures._data import WIDTH, byte_unit, empty_chart, inline, rows
+from tracecore.figures.style import (
+    CATEGORICAL,
+    d3_format,
+    pair_axes,
+    runs_caption,
+    short_runs,
+    worker_colors,
+    worker_key,
+)
 
 
-def bytes_sent_chart(bytes_sent: pa.Table) -> alt.Chart:
-    """Fig. 3: total volume each run transmitted, stacked by sending worker."""
-    title = "Data transmitted per run (Fig. 3)"
+def bytes_sent_chart(bytes_sent: pa.Table) -> alt.LayerChart | alt.Chart:
+    """Fig. 3: total volume each run transmitted, stacked by sending worker, its total at the bar's end."""
+    title = "Data transmitted per run"
     data = rows(bytes_sent, ["run", "worker", "bytes"])
     if not data:
         return empty_chart(title, "no worker sent any packet in the selected runs")
-    unit, scale = byte_unit(
-        max(sum(r["bytes"] for r in data if r["run"] == run) for run in {r["run"] for r in data})
-    )
+    totals: dict[str, int] = {}
+    for r in data:
+        totals[r["run"]] = totals.get(r["run"], 0) + r["bytes"]
+    unit, scale = byte_unit(max(totals.values()))
+    labels = short_runs(totals)
     for r in data:
         r["volume"] = r["bytes"] / scale
-    return (
+        r["label"] = labels[r["run"]]
+    ends = [{"run": run, "label": labels[run], "total": b / scale} for run, b in totals.items()]
+    fmt = d3_format(max(e["total"] for e in ends))
+    workers = sorted({r["worker"] for r in data}, key=worker_key)
+    y = alt.Y("label:N", title=None, sort=list(labels.values()), axis=_run_axis(labels))
+    x = alt.X("volume:Q", title=f"Transmitted volume [{unit}]", stack="zero")
+    bars = (
         alt.Chart(inline(data))
         .mark_bar()
         .encode(
-            x=alt.X("run:N", title="Run", axis=alt.Axis(labelAngle=-20, labelLimit=260)),
-            y=alt.Y("volume:Q", title=f"Transmitted volume [{unit}]", stack="zero"),
-            color=alt.Color("worker:N", title="Sender", scale=alt.Scale(scheme="blues")),
+            y=y,
+            x=x,
+            color=alt.Color("worker:N", title="Sender", sort=workers, scale=worker_colors(workers)),
             order=alt.Order("worker:O"),
-            tooltip=["run:N", "worker:N", alt.Tooltip("volume:Q", format=".4g", title=unit)],
+            tooltip=[
+                alt.Tooltip("run:N"),
+                alt.Tooltip("worker:N"),
+                alt.Tooltip("volume:Q", format=fmt, title=unit),
+            ],
         )
-        .properties(width=WIDTH, height=HEIGHT, title=title)
+    )
+    text = (
+        alt.Chart(inline(ends))
+        .mark_text(align="left", dx=4, fontSize=11)
+        .encode(y=y, x=alt.X("total:Q"), text=alt.Text("total:Q", format=fmt))
+    )
+    return (bars + text).properties(
+        width=WIDTH, height=alt.Step(34), title=alt.Title(title, subtitle=runs_caption(labels))
     )
 
 
 def flow_matrix_chart(flow_matrix_mean: pa.Table) -> alt.LayerChart | alt.Chart:
-    """Fig. 4: mean volume per directed worker pair, log-scale Blues heatmap (source × destination)."""
-    title = "Communication pattern: mean volume per run (Fig. 4)"
+    """Fig. 4: volume per directed worker pair (the mean over runs), log-scale Blues heatmap."""
     data = rows(flow_matrix_mean, ["src_worker", "dst_worker", "n_runs", "mean_bytes"])
     data = [r for r in data if r["mean_bytes"] > 0]
+    n_runs = max((r["n_runs"] for r in data), default=1)
+    title = "Communication pattern: " + (
+        "volume per directed worker pair" if n_runs == 1 else f"mean volume per pair over {n_runs} runs"
+    )
     if not data:
         return empty_chart(title, "no worker-to-worker traffic in the selected runs")
     unit, scale = byte_unit(max(r["mean_bytes"] for r in data))
     for r in data:
         r["volume"] = r["mean_bytes"] / scale
-    workers = sorted({r["src_worker"] for r in data} | {r["dst_worker"] for r in data}, key=_worker_key)
-    base = alt.Chart(inline(data)).encode(
-        x=alt.X("dst_worker:N", title="Destination", sort=workers, axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("src_worker:N", title="Source", sort=workers),
-    )
+    workers = sorted({r["src_worker"] for r in data} | {r["dst_worker"] for r in data}, key=worker_key)
+    base = alt.Chart(inline(data)).encode(**pair_axes(workers))
     heat = base.mark_rect().encode(
         color=alt.Color(
-            "volume:Q", title=f"Tx. volume [{unit}]", scale=alt.Scale(type="log", scheme="blues")
+            "volume:Q",
+            title=["Tx. volume", f"[{unit}]"],
+            scale=alt.Scale(type="log", scheme="blues"),
         ),
         tooltip=[
-            "src_worker:N",
-            "dst_worker:N",
+            alt.Tooltip("src_worker:N"),
+            alt.Tooltip("dst_worker:N"),
             alt.Tooltip("volume:Q", format=".4g", title=unit),
-            "n_runs:Q",
+            alt.Tooltip("n_runs:Q"),
         ],
     )
     text = base.mark_text(fontSize=11).encode(
         text=alt.Text("volume:Q", format=".3g"),
-        color=alt.condition(
-            f"datum.volume > {max(r['volume'] for r in data) / 8}", alt.value("white"), alt.value("black")
+        color=alt.ColorValue(  # white on the darkest cells
+            value="black",
+            condition={"test": f"datum.volume > {max(r['volume'] for r in data) / 8}", "value": "white"},
         ),
     )
     side = 70 * len(workers)
     return (heat + text).properties(width=side, height=side, title=title)
 
 
-def flow_counts_chart(flow_counts: pa.Table) -> alt.Chart:
+FLOW_DEFINITIONS = ["4tuple", "5tuple", "connection", "hostpair", "qp"]
+
+
+def flow_counts_chart(flow_counts: pa.Table) -> alt.LayerChart | alt.Chart:
     """Fig. 5: flows per run under the five definitions (the paper counted directed 4-tuples; `qp`
-    counts RDMA queue-pair flows)."""
-    title = "Number of flows per run (Fig. 5)"
+    counts RDMA queue-pair flows), each bar with its count."""
+    title = "Number of flows per run"
     data = rows(flow_counts, ["run", "definition", "flows"])
     if not data:
         return empty_chart(title, "no runs selected")
-    order = ["4tuple", "5tuple", "connection", "hostpair", "qp"]
-    return (
-        alt.Chart(inline(data))
-        .mark_bar()
-        .encode(
-            x=alt.X("run:N", title="Run", axis=alt.Axis(labelAngle=-20, labelLimit=260)),
-            xOffset=alt.XOffset("definition:N", sort=order),
-            y=alt.Y("flows:Q", title="No. flows"),
-            color=alt.Color(
-                "definition:N", title="Flow definition", sort=order, scale=alt.Scale(scheme="blues")
-            ),
-            tooltip=["run:N", "definition:N", "flows:Q"],
-        )
-        .properties(width=WIDTH, height=HEIGHT, title=title)
+    labels = short_runs(r["run"] for r in data)
+    for r in data:
+        r["label"] = labels[r["run"]]
+    y = alt.Y("label:N", title=None, sort=list(labels.values()), axis=_run_axis(labels))
+    y_offset = alt.YOffset("definition:N", sort=FLOW_DEFINITIONS)
+    base = alt.Chart(inline(data)).encode(y=y, yOffset=y_offset)
+    bars = base.mark_bar().encode(
+        x=alt.X("flows:Q", title="Number of flows"),
+        color=alt.Color(
+            "definition:N",
+            title="Flow definition",
+            sort=FLOW_DEFINITIONS,
+            scale=alt.Scale(scheme=CATEGORICAL),
+        ),
+        tooltip=[alt.Tooltip("run:N"), alt.Tooltip("definition:N"), alt.Tooltip("flows:Q", format=",")],
     )
+    text = base.mark_text(align="left", dx=3, fontSize=10).encode(
+        x=alt.X("flows:Q"), text=alt.Text("flows:Q", format=",")
+    )
+    return (bars + text).properties(
+        width=WIDTH - 80,
+        height=alt.Step(14 if len(labels) > 1 else 18),
+        title=alt.Title(title, subtitle=runs_caption(labels)),
+    )
+
+
+def _run_axis(labels: dict[str, str]) -> alt.Axis:
+    """The run axis of a bar chart: short labels, none for one run (its name is in the subtitle)."""
+    return alt.Axis(labels=len(labels) > 1, ticks=len(labels) > 1, labelLimit=320)
 
 
 def topology_check_chart(topology_check: pa.Table) -> alt.FacetChart | alt.Chart:
@@ -112,24 +160,33 @@ def topology_check_chart(topology_check: pa.Table) -> alt.FacetChart | alt.Chart
                 data.append({**r, "matrix": f"{kind} ({r['pattern'] or 'no prediction'})", "share": share})
     if not data:
         return empty_chart(title, "no worker pairs in the selected runs")
-    workers = sorted({r["src_worker"] for r in data}, key=_worker_key)
-    base = alt.Chart().encode(
-        x=alt.X("dst_worker:N", title="Destination", sort=workers, axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("src_worker:N", title="Source", sort=workers),
-    )
+    labels = short_runs(r["run"] for r in data)
+    for r in data:
+        r["label"] = labels[r["run"]]
+    workers = sorted({r["src_worker"] for r in data}, key=worker_key)
+    base = alt.Chart().encode(**pair_axes(workers))
     heat = base.mark_rect().encode(
         color=alt.Color(
             "share:Q", title="Share", scale=alt.Scale(scheme="blues", domain=[0, 0.5], clamp=True)
         ),
-        tooltip=["run:N", "matrix:N", "src_worker:N", "dst_worker:N", alt.Tooltip("share:Q", format=".3f")],
+        tooltip=[
+            alt.Tooltip("run:N"),
+            alt.Tooltip("matrix:N"),
+            alt.Tooltip("src_worker:N"),
+            alt.Tooltip("dst_worker:N"),
+            alt.Tooltip("share:Q", format=".3f"),
+        ],
     )
     text = base.mark_text(fontSize=10).encode(text=alt.Text("share:Q", format=".2f"))
     side = 55 * len(workers)
     return (
         alt.layer(heat, text, data=inline(data))
         .properties(width=side, height=side)
-        .facet(column=alt.Column("matrix:N", title=None), row=alt.Row("run:N", title=None))
-        .properties(title=title)
+        .facet(
+            column=alt.Column("matrix:N", title=None),
+            row=alt.Row("label:N", title=None, header=alt.Header(labels=len(labels) > 1)),
+        )
+        .properties(title=alt.Title(title, subtitle=runs_caption(labels)))
     )
 
 
@@ -216,11 +273,11 @@ def rdma_ops_chart(rdma_flows: pa.Table) -> alt.VConcatChart | alt.LayerChart | 
             ),
             order=alt.Order("op_index:Q"),
             tooltip=[
-                "run:N",
-                "flow:N",
-                "op:N",
-                "packets:Q",
-                "transport:N",
+                alt.Tooltip("run:N"),
+                alt.Tooltip("flow:N"),
+                alt.Tooltip("op:N"),
+                alt.Tooltip("packets:Q"),
+                alt.Tooltip("transport:N"),
                 alt.Tooltip("src_qp:N", title="source QP"),
                 alt.Tooltip("message_bytes:Q", title="message bytes (flow)", format=","),
                 alt.Tooltip("psn_gaps:Q", title="PSN gaps (flow)"),
@@ -230,7 +287,9 @@ def rdma_ops_chart(rdma_flows: pa.Table) -> alt.VConcatChart | alt.LayerChart | 
         )
     )
     totals = (
-        alt.Chart().mark_text(align="left", dx=4, fontSize=11, color="#333").encode(y=y, x=x, text="label:N")
+        alt.Chart()
+        .mark_text(align="left", dx=4, fontSize=11, color="#333")
+        .encode(y=y, x=x, text=alt.Text("label:N"))
     )
     panels = []
     for run in by_run:  # one panel per run, each with its own flows (vconcat: facets would union them)
@@ -239,18 +298,13 @@ def rdma_ops_chart(rdma_flows: pa.Table) -> alt.VConcatChart | alt.LayerChart | 
         panel = alt.layer(bars.properties(data=inline(ops)), totals.properties(data=inline(ends)))
         panels.append(panel.properties(width=WIDTH, height=alt.Step(20), title=run))
     if len(panels) == 1:
-        return panels[0].properties(title=f"{title}: {next(iter(by_run))}")
+        return panels[0].properties(title=alt.Title(title, subtitle=runs_caption(by_run)))
     return alt.vconcat(*panels, title=title).resolve_scale(x="shared", y="independent")
 
 
 def _end(flow: dict, side: str) -> str:
     """A flow end as the chart names it: the worker label, else the address, else 'no IP' (RoCE v1)."""
     return flow[f"{side}_worker"] or flow[f"{side}_ip"] or "no IP"
-
-
-def _worker_key(label: str) -> tuple[int, str]:
-    digits = label[1:] if label and label[0] == "W" else ""
-    return (int(digits), label) if digits.isdigit() else (1 << 30, label)
 
 
 __all__ = [

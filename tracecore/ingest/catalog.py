@@ -180,6 +180,24 @@ def not_here(root: Path) -> str:
     )
 
 
+def root_variable(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The dataset folder an open catalog's connection reads (`written_here`), for its cursors."""
+    return con.execute(f"SELECT getvariable({_lit(ROOT_VARIABLE)})").fetchone()[0]
+
+
+def cursor(con: duckdb.DuckDBPyConnection, root: str | None) -> duckdb.DuckDBPyConnection:
+    """A cursor of an open catalog's connection, for another thread, reading the folder `root`
+    (`root_variable`, read once before the threads start: a connection serves one thread at a time).
+
+    Why: a cursor is a DuckDB connection of its own, so the `SET VARIABLE` that tells the views where
+    the dataset is does not reach it, and on a moved or copied folder they would refuse.
+    """
+    cur = con.cursor()
+    if root is not None:
+        cur.execute(f"SET VARIABLE {ROOT_VARIABLE} = $root", {"root": root})
+    return cur
+
+
 def packets_all_sql(
     root: Path,
     files: list[str],

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from tracecore.logs import nccl
+from tracecore.logs import _collectives, nccl
 from tracecore.schema import SCHEMA_VERSION
 
 # The catalog's layout; 2: packets views widen byte columns and add `ts`; 3: `_files.layers`.
@@ -84,6 +84,16 @@ TRAIN_LOG = pa.schema(
     ]
 )
 
+HOST_CLOCKS = pa.schema(
+    [
+        ("run", pa.string()),
+        ("host", pa.string()),  # run.toml [[hosts]] name
+        ("ip", pa.string()),  # its address: the worker whose IP it is ran there
+        ("offset_ns", pa.int64()),  # the host's clock − the runner's, ns (runners/clocks.py)
+        ("rtt_ns", pa.int64()),  # the round trip of that measurement: the offset is known to ± half of it
+    ]
+)
+
 FILES = pa.schema(
     [
         ("path", pa.string()),  # relative to the dataset root: packets/run=…/worker=…/part-N.parquet
@@ -105,17 +115,26 @@ NCCL_SCHEMAS: dict[str, pa.Schema] = {
     name: pa.schema([pa.field("run", pa.string()), *schema]) for name, schema in nccl.TABLES.items()
 }
 
+# The collectives the event sources record (PyTorch's profiler, NCCL's Inspector and example plugin,
+# Horovod's timeline; tracecore/logs/_collectives.py owns the columns), with their clocks, profiled
+# steps and GPU kernels: base tables for the same reason (queries/collective_*.sql, step_breakdown).
+COLLECTIVE_SCHEMAS: dict[str, pa.Schema] = {
+    name: pa.schema([pa.field("run", pa.string()), *schema]) for name, schema in _collectives.TABLES.items()
+}
+
 BASE_SCHEMAS: dict[str, pa.Schema] = {
     "runs": RUNS,
     "workers": WORKERS,
     "captures": CAPTURES,
     "train_log": TRAIN_LOG,
     "_files": FILES,
+    "host_clocks": HOST_CLOCKS,
     **NCCL_SCHEMAS,
+    **COLLECTIVE_SCHEMAS,
 }
 # Tables a dataset written before they existed lacks: read as empty, never as a damaged record.
-LATER_TABLES = frozenset(NCCL_SCHEMAS)
-EXPORTED = ("runs", "workers", "captures", "train_log", *NCCL_SCHEMAS)
+LATER_TABLES = frozenset(NCCL_SCHEMAS) | frozenset(COLLECTIVE_SCHEMAS) | {"host_clocks"}
+EXPORTED = ("runs", "workers", "captures", "train_log", "host_clocks", *NCCL_SCHEMAS, *COLLECTIVE_SCHEMAS)
 
 
 @dataclass

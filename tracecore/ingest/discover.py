@@ -44,6 +44,8 @@ class RunSource:
     logs: list[Path] = field(default_factory=list)
     complete: bool = True  # the whole folder was scanned: captures missing now were deleted
     warnings: list[str] = field(default_factory=list)
+    # text files one folder down (NCCL Inspector's dump folder), offered to the event-source parsers only
+    nested_logs: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -163,10 +165,39 @@ def _scan_folder(folder: Path, problems: list[tuple[str, str]]) -> tuple[list[Ca
         elif _named_like_capture(p.name):
             what = "empty file (0 bytes)" if kind == "empty" else "unknown magic bytes"
             problems.append((str(p), f"named like a capture but not pcap/pcapng ({what})"))
-        elif kind in ("text", "wide text") and p.name != RUN_TOML:
-            logs.append(p)
+        elif (kind in ("text", "wide text") and p.name != RUN_TOML) or (kind == "compressed" and _is_gzip(p)):
+            logs.append(p)  # a .json.gz profiler trace is read through gzip
     captures.sort(key=lambda c: (c.key, c.part, c.file))
     return captures, logs
+
+
+def _is_gzip(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def _nested_logs(folder: Path) -> list[Path]:
+    """Text and gzip files in the run folder's subfolders, one level down (names starting with '.' or
+    '_' are passed over, as at the top): NCCL Inspector writes its records into a folder of its own."""
+    found: list[Path] = []
+    try:
+        subs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    except OSError:
+        return found
+    for sub in subs:
+        try:
+            entries = sorted(p for p in sub.iterdir() if not p.name.startswith((".", "_")))
+        except OSError:
+            continue
+        for p in entries:
+            if _not_readable(p) is None and not _named_like_capture(p.name):
+                kind = sniff(p)
+                if kind == "text" or (kind == "compressed" and _is_gzip(p)):
+                    found.append(p)
+    return found
 
 
 def _make_run(
@@ -185,7 +216,8 @@ def _make_run(
             " [[capture.worker]] file + ip to pin addresses. `tracecore init RUN_DIR` writes a template"
         )
     run = meta.name or name
-    return RunSource(run, folder.resolve(), meta, captures, logs, complete, warnings)
+    nested = _nested_logs(folder) if complete else []
+    return RunSource(run, folder.resolve(), meta, captures, logs, complete, warnings, nested)
 
 
 def discover(paths: list[Path]) -> Discovery:

@@ -171,8 +171,11 @@ def _warm_up(runs: list[RunSource]) -> Iterator[None]:
     from tracecore.reader import compiled
 
     def run() -> None:
-        with contextlib.suppress(Exception):  # only a head start: the real first calls report errors
+        # Only a head start: the real first calls report errors. Each has its own suppress, so one
+        # that fails does not skip the other.
+        with contextlib.suppress(Exception):
             compiled.warm_up()
+        with contextlib.suppress(Exception):
             pa.array([0], pa.int8())
 
     thread = threading.Thread(target=run, name="warm-up", daemon=True)
@@ -391,6 +394,7 @@ def _commit(
         "captures": [],
         "train_log": [],
         "_files": [],
+        "host_clocks": [],
     }
     extra: dict[str, list] = {}
     moves: list[tuple[Path, str, bool]] = []  # (source, destination rel, hard link?)
@@ -490,6 +494,7 @@ def _commit(
                     "dup_rows": w.dup_rows,
                 }
             )
+        new_tables["host_clocks"] += [{"run": run.name, **h} for h in run.meta.host_clocks]
         new_tables["runs"].append(
             {
                 "run": run.name,
@@ -547,8 +552,9 @@ def _parse_logs(
         stem = worker_stem(key)
         if stem is not None:
             by_stem.setdefault(stem, []).append(label)
-    for path in run.logs:
-        parser = detect_parser(path)
+    offered = [(path, False) for path in run.logs] + [(path, True) for path in run.nested_logs]
+    for path, nested in offered:
+        parser = detect_parser(path, nested=nested)
         if parser is None:
             encoding = _wide(path)
             if encoding is not None:
@@ -556,7 +562,7 @@ def _parse_logs(
                     f"{path}: {encoding} text, and tracecore reads logs as UTF-8; skipped: convert it "
                     f"(iconv -f {encoding} -t UTF-8 FILE > FILE.utf8.log) and ingest again"
                 )
-            elif path.suffix.lower() in (".log", ".csv"):
+            elif path.suffix.lower() in (".log", ".csv") and not nested:
                 summary.warnings.append(f"{path}: not a log format tracecore knows; skipped")
             continue
         try:
@@ -567,13 +573,18 @@ def _parse_logs(
         if parsed.bad_lines:
             example = parsed.first_bad[0] if parsed.first_bad else ""
             summary.problems.append((str(path), f"{parsed.bad_lines} unparseable line(s); first: {example}"))
+        summary.warnings += [f"{path}: {warning}" for warning in parsed.warnings]
         stem = worker_stem(path.name)
         owners = by_stem.get(stem, []) if stem is not None else []
         worker = owners[0] if len(owners) == 1 else None
+        relative = f"{path.parent.name}/{path.name}" if nested else None
         for name, table in ((parser.table, parsed.table), *parsed.more.items()):
             if "worker" in table.column_names:
                 at = table.column_names.index("worker")
                 table = table.set_column(at, "worker", pa.array([worker] * table.num_rows, pa.string()))
+            if relative is not None and "file" in table.column_names:  # the file's place in its run
+                at = table.column_names.index("file")
+                table = table.set_column(at, "file", pa.array([relative] * table.num_rows, pa.string()))
             table = table.add_column(0, "run", pa.array([run.name] * table.num_rows, pa.string()))
             if name in tables:
                 tables[name] += table.to_pylist()

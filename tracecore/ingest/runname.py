@@ -46,10 +46,13 @@ class RunMeta:
     worker_ips: dict[str, str] = field(default_factory=dict)  # capture file or key → IP, from run.toml
     name: str | None = None  # run.toml [run] name, when given
     shared_addresses: bool = False  # run.toml [capture] shared_addresses: workers may share an IP
+    # run.toml [[hosts]]: each host's clock offset from the runner's (tracecore run measures them)
+    host_clocks: list[dict] = field(default_factory=list)
 
     def columns(self) -> dict:
         d = asdict(self)
         d.pop("worker_ips")
+        d.pop("host_clocks")
         d.pop("name")
         d.pop("shared_addresses")
         d["extra"] = json.dumps(self.extra, sort_keys=True, default=str) if self.extra else None
@@ -172,7 +175,29 @@ def apply_run_toml(meta: RunMeta, path: Path) -> list[str]:
     for key, value in (doc.get("workers") or {}).items():
         if isinstance(value, str):
             meta.worker_ips[key] = value
+    meta.host_clocks = _host_clocks(doc.get("hosts"))
     return warnings
+
+
+def _host_clocks(hosts: object) -> list[dict]:
+    """run.toml's `[[hosts]]` entries that carry an address and a clock offset (runners/clocks.py:
+    offset = host − runner, known to within half the round trip)."""
+    found = []
+    for entry in hosts if isinstance(hosts, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("ip"), str):
+            continue
+        offset, rtt = entry.get("clock_offset_ns"), entry.get("clock_rtt_ns")
+        if not (_is_int(offset) and abs(int(offset)) < 2**62):
+            continue
+        found.append(
+            {
+                "host": str(entry["name"])[:255] if "name" in entry else None,
+                "ip": entry["ip"][:64],
+                "offset_ns": int(offset),
+                "rtt_ns": int(rtt) if _is_int(rtt) and 0 <= int(rtt) < 2**62 else None,
+            }
+        )
+    return found
 
 
 def _apply_model_size(meta: RunMeta, run: dict, model: object) -> None:

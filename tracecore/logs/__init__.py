@@ -5,8 +5,9 @@ order detection tries them (as scapy's `conf.load_layers`), strictest format fir
 wins a file is written down here, not left to import or file-name order. Ingest offers every text
 file of a run folder to `detect_parser`; the chosen parser returns one Arrow table (its own kind,
 stored as table `parser.table`), any further tables it declares in `more_tables` (NCCL's log holds
-ranks, rings, trees, connections and QPs), and the count of lines it could not parse, which are
-reported, never dropped silently. A table with a `worker` column is given, by ingest, the worker
+ranks, rings, trees, connections and QPs), the count of lines it could not parse, which are
+reported, never dropped silently, and any warnings about the file it read (NCCL's lines of unknown
+forms). A table with a `worker` column is given, by ingest, the worker
 whose capture shares the log's `worker-<i>` name (`ingest/discover.py:worker_stem`).
 """
 
@@ -31,6 +32,9 @@ class ParsedLog:
     bad_lines: int = 0
     first_bad: list[str] = field(default_factory=list)  # a few examples for the report
     more: dict[str, pa.Table] = field(default_factory=dict)  # the parser's `more_tables`, by name
+    # what the report should say about a file read whole (e.g. lines of a form the parser does not
+    # know); ingest prints each as a warning after the file's path
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -48,11 +52,15 @@ class LogParser:
         return (self.table, *self.more_tables)
 
 
-# Detection order: an exact header line, a JSON trace, CSV headers from specific to generic, free text,
-# then NCCL's debug lines (last, so a benchmark's output that also carries NCCL lines stays one).
+# Detection order: an exact header line, JSON traces (the most specific markers first), CSV headers
+# from specific to generic, free text, then NCCL's debug lines (last, so a benchmark's output that also
+# carries NCCL lines stays one).
 PARSER_MODULES: tuple[str, ...] = (
     "train_history",  # the DML contract's train_history.log: one exact header line
+    "nccl_profiler",  # a JSON array with the categories of NCCL's example profiler plugin
     "horovod_timeline",  # a JSON array of Chrome-trace records with Horovod's names
+    "pytorch_profiler",  # a JSON object with Kineto's traceEvents and header keys (plain or .gz)
+    "nccl_inspector",  # JSON lines of NCCL Inspector's header + coll_perf records
     "wandb",  # CSV whose header names wandb's `_step`/`_timestamp`
     "loss_csv",  # any CSV with `loss` and `step`/`epoch` columns
     "benchmark_output",  # free text: throughput/RESULT lines anywhere in the head
@@ -60,6 +68,9 @@ PARSER_MODULES: tuple[str, ...] = (
 )
 
 HEAD_BYTES = 8192
+# Parsers whose files live in a subfolder of the run folder (NCCL Inspector's dump folder): ingest
+# offers the files one level down to these only, so no other log gains rows from a new place.
+NESTED_TABLES = frozenset({"collectives"})
 
 
 @functools.cache
@@ -96,13 +107,13 @@ def wide_encoding(head: bytes) -> str | None:
     return None
 
 
-def detect_parser(path: Path) -> LogParser | None:
-    """The first parser in `PARSER_MODULES` order that recognises the file, or None."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    if "\x00" in head:
-        return None  # binary, e.g. a capture
-    return next((p for p in parsers() if p.detect(head)), None)
+def detect_parser(path: Path, nested: bool = False) -> LogParser | None:
+    """The first parser in `PARSER_MODULES` order that recognises the file (read through gzip when
+    compressed), or None; `nested`: the file is in a subfolder, where only event sources are read."""
+    from tracecore.logs._text import read_head
+
+    head = read_head(path, HEAD_BYTES)
+    if not head or "\x00" in head:
+        return None  # empty, unreadable or binary (a capture)
+    found = next((p for p in parsers() if p.detect(head)), None)
+    return None if found is None or (nested and found.table not in NESTED_TABLES) else found

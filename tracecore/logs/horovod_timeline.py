@@ -16,16 +16,24 @@ name; they get the name of the `B` they close. Without the anchor (old versions)
 
 from __future__ import annotations
 
-import bisect
 import json
+import re
 from pathlib import Path
 
 from tracecore.logs import LogParser, ParsedLog
+from tracecore.logs._chrome import TraceRecords
+from tracecore.logs._collectives import DTYPE_BYTES, TABLES, Columns, dtype_name, op_name
 from tracecore.logs._common import BadLines, note_empty, parsed_log
 
 TABLE = "horovod_timeline"
 ANCHOR = "start_time_since_epoch_in_micros"
 MARKERS = ('"process_name"', ANCHOR, '"NEGOTIATE_', '"ALLREDUCE"')
+# the activity in which a tensor's bytes cross the network: the backend's collective
+_WIRE = re.compile(
+    r"^(NCCL|GLOO|MPI|CCL|DDL|ADASUM)_(ALLREDUCE|ALLGATHER|BCAST|BROADCAST|REDUCESCATTER|ALLTOALL)$"
+)
+_SHAPE = re.compile(r"^\[\s*(\d{1,12}(?:\s*,\s*\d{1,12}){0,31})?\s*\]$")
+ERROR_NS = 1_000_000  # the timeline's steady clock anchored once to Unix time on rank 0's host
 
 
 def detect(head: str) -> bool:
@@ -34,55 +42,30 @@ def detect(head: str) -> bool:
     return text.startswith("[") and '"ph"' in text and any(m in text for m in MARKERS)
 
 
-def _records(text: str, bad: BadLines):
-    """Yield the JSON objects of a possibly unterminated or damaged array, counting broken ones."""
-    decoder = json.JSONDecoder()
-    newlines = [i for i, ch in enumerate(text) if ch == "\n"]
-
-    def line_of(offset: int) -> int:
-        return bisect.bisect_right(newlines, offset - 1) + 1
-
-    pos = text.find("[") + 1
-    end = len(text)
-    while pos < end:
-        ch = text[pos]
-        if ch in " \t\r\n,":
-            pos += 1
-            continue
-        if ch == "]":
-            pos += 1
-            continue
-        if ch != "{":
-            line_end = text.find("\n", pos)
-            line_end = end if line_end < 0 else line_end
-            bad.add(line_of(pos), text[pos:line_end], "not a JSON object")
-            pos = line_end + 1
-            continue
-        try:
-            record, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as err:
-            line_end = text.find("\n", pos)
-            line_end = end if line_end < 0 else line_end
-            bad.add(line_of(pos), text[pos:line_end], err.msg)
-            nxt = text.find("{", pos + 1)
-            pos = end if nxt < 0 else nxt
-            continue
-        if isinstance(record, dict):
-            yield line_of(pos), record
-        else:
-            bad.add(line_of(pos), str(record)[:80], "not a JSON object")
+def _tensor_bytes(args: object) -> tuple[int | None, str | None]:
+    """A tensor's bytes from the `dtype` and `shape` Horovod writes on its operation's end."""
+    if not isinstance(args, dict):
+        return None, None
+    dtype = dtype_name(args.get("dtype"))
+    shape = _SHAPE.match(str(args.get("shape", "")).strip())
+    if dtype is None or shape is None:
+        return None, dtype
+    elements = 1
+    for d in (shape[1] or "").split(","):
+        elements *= int(d) if d.strip() else 1
+    return elements * DTYPE_BYTES[dtype], dtype
 
 
 def parse(path: Path) -> ParsedLog:
     import pyarrow as pa
 
-    text = Path(path).read_bytes().decode("utf-8", errors="replace")
     bad = BadLines()
     anchor_us: int | None = None
     tensors: dict[int, str] = {}
     open_names: dict[object, list[str]] = {}
     events: list[dict] = []
-    for line_no, rec in _records(text, bad):
+    wire = _Wire()
+    for line_no, rec in TraceRecords(path, bad):
         ph = rec.get("ph")
         if ph == "M":
             args = rec.get("args") or {}
@@ -105,6 +88,7 @@ def parse(path: Path) -> ParsedLog:
         elif ph == "E" and stack:
             stack.pop()
         events.append({"rec": rec, "name": name, "pid": pid, "ts": ts, "ph": ph})
+        wire.add(line_no, ph, name, pid, ts, rec.get("args"), depth=len(stack))
     note_empty(len(events), bad, "Horovod timeline event")
 
     cols: dict[str, list] = {
@@ -134,7 +118,81 @@ def parse(path: Path) -> ParsedLog:
             ("args", pa.string()),
         ]
     )
-    return parsed_log(cols, schema, bad)
+    parsed = parsed_log(cols, schema, bad)
+    parsed.more = wire.tables(Path(path).name, anchor_us)
+    return parsed
 
 
-PARSER = LogParser(table=TABLE, detect=detect, parse=parse)
+class _Wire:
+    """The timeline's collectives: each backend activity (NCCL_ALLREDUCE, …) of a tensor, fused
+    tensors (one activity, same begin and end) as one collective of their summed bytes."""
+
+    def __init__(self) -> None:
+        self.open: dict[object, dict] = {}  # tensor → its activity in progress
+        self.waiting: dict[object, list[dict]] = {}  # tensor → activities whose size comes later
+        self.done: list[dict] = []
+        self.ranks: set[int] = set()
+
+    def add(self, line: int, ph: str, name: object, pid: object, ts: float, args: object, depth: int) -> None:
+        if ph == "X" and isinstance(name, str) and name.isdigit() and len(name) < 7:
+            self.ranks.add(int(name))  # a rank's readiness tick during negotiation
+        if not isinstance(name, str):
+            return
+        if ph == "B" and _WIRE.match(name):
+            self.open[pid] = {"name": name, "start": ts, "line": line, "bytes": None, "dtype": None}
+        elif ph == "E" and name in (self.open.get(pid) or {}).get("name", ()):
+            act = self.open.pop(pid)
+            act["end"] = ts
+            self.done.append(act)
+            self.waiting.setdefault(pid, []).append(act)
+        elif ph == "E" and depth == 0:  # the tensor's operation ends: its size is written here
+            size, dtype = _tensor_bytes(args)
+            for act in self.waiting.pop(pid, []):
+                act["bytes"], act["dtype"] = size, dtype
+
+    def tables(self, file: str, anchor_us: int | None) -> dict:
+        fused: dict[tuple, dict] = {}
+        for act in self.done:
+            key = (act["name"], act["start"], act["end"])
+            group = fused.setdefault(key, {**act, "bytes": 0, "tensors": 0})
+            group["tensors"] += 1
+            known = group["bytes"] is not None and act["bytes"] is not None
+            group["bytes"] = group["bytes"] + act["bytes"] if known else None
+
+        def unix(us: float) -> int | None:
+            return None if anchor_us is None else round((anchor_us + us) * 1000)
+
+        out = Columns(TABLES["collectives"])
+        for seq, c in enumerate(sorted(fused.values(), key=lambda c: (c["start"], c["line"]))):
+            out.add(
+                file=file,
+                source="horovod_timeline",
+                backend=c["name"].split("_", 1)[0].lower(),
+                rank=0,
+                comm="horovod",
+                comm_size=max(self.ranks) + 1 if self.ranks else None,
+                op=op_name(c["name"].split("_", 1)[1]),
+                source_op=c["name"],
+                seq=seq,
+                bytes=c["bytes"],
+                dtype=c["dtype"],
+                start_ns=unix(c["start"]),
+                end_ns=unix(c["end"]),
+                time_source="backend_work",
+                line=c["line"],
+            )
+        clocks = Columns(TABLES["collective_clocks"])
+        clocks.add(
+            file=file,
+            source="horovod_timeline",
+            rank=0,
+            method=ANCHOR if anchor_us is not None else "none",
+            offset_ns=anchor_us * 1000 if anchor_us is not None else None,
+            error_ns=ERROR_NS,
+            anchors=1 if anchor_us is not None else 0,
+            collectives=out.rows,
+        )
+        return {"collectives": out.table(), "collective_clocks": clocks.table()}
+
+
+PARSER = LogParser(table=TABLE, detect=detect, parse=parse, more_tables=("collectives", "collective_clocks"))

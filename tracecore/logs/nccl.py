@@ -3,7 +3,8 @@
 NCCL prints each line as `host:pid:tid [cudaDev] NCCL INFO message` (a WARN line adds `file.cc:line`
 before `NCCL`); launchers may prepend a tag or a timestamp, and the program's own output is mixed in,
 so a line counts as NCCL's when that prefix appears in it and every other line is passed over. The
-messages read (format strings of NCCL 2.20.5; older and newer releases print the same words):
+messages read (format strings of NCCL 2.20.5 and 2.28.9; `Bootstrap: Using` and `NET/Socket : Using
+[0]eth0:10.0.0.1<0>` alike):
 
     Bootstrap : Using eth0:172.30.0.25<0>                      bootstrap interface and address
     NET/IB : Using [0]rxe0:1/RoCE [RO]; OOB eth0:172.30.0.25<0> the network devices (NET/Socket alike)
@@ -12,6 +13,7 @@ messages read (format strings of NCCL 2.20.5; older and newer releases print the
     Channel 00/01 :    0   1   2                                rank 0 lists each ring in order
     Ring 00 : 2 -> 0 -> 1                                       prev -> this rank -> next, per channel
     Trees [0] 2/-1/-1->0->-1                                    per channel: down0/down1/down2->rank->up
+    Tree 0 : -1 -> 0 -> 2/-1/-1                                 one tree: up -> rank -> down0/down1/down2
     Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0             a connection and its transport
     NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 34 mtu 3 query_ece={…} GID 1 (0/19001EACFFFF0000) …
     NET/IB: IbDev 0 Port 1 qpn 35 set_ece={…}
@@ -23,6 +25,11 @@ destination QP of the data frames on the wire; from 2.27 that line names the sen
 so it is read only after a `query_ece=` line. A connection's QPs are matched to its `[send] via NET/IB`
 line by order (NCCL sets them up in the order it prints them).
 
+`Trees` (INIT) lists the trees of the channels the communicator keeps; `Tree c` (GRAPH) is printed
+as the trees are built, for twice the channels searched, of which fewer may be kept (the 2.20.5 RoCE
+logs: `Tree 0` and `Tree 1`, `Trees [0]` only). Both go to `nccl_trees` (`source`); the views
+declare a rank's trees from its `Trees` line, from its `Tree` lines only when it has none.
+
 A process may hold several communicators; ranks are per communicator. Lines are given to the
 communicator of the nearest `comm 0x… rank …` line of their thread (before, else after), else of
 their process, and `commId` (the same in every rank's file) ties the files of one communicator
@@ -32,6 +39,12 @@ together. Ranks become workers in the views (`queries/nccl_rank_workers.sql`): b
 Lines that start like one of these messages but do not parse are bad lines (counted, the first few
 kept); so are NCCL lines longer than `MAX_LINE` characters (NCCL's own buffer is 1 KiB). Numbers are
 bounded in the patterns, so no text can overflow a column.
+
+NCCL prints much more that says nothing about the graph (plugins, environment, topology dumps,
+timings, proxy threads). `_PASSED_OVER` lists those forms, as met in real logs (2.20.5 over RoCE,
+2.28.9 over sockets); an INFO message that is neither read nor listed there is an unknown line,
+counted per file (`nccl_ranks.unknown_lines`, the first one kept) and reported once per file by
+ingest, so a release that changes what it prints is seen the day its logs are read.
 """
 
 from __future__ import annotations
@@ -78,6 +91,10 @@ _TREES = re.compile(
     r"^Trees(?P<trees>(?: \[\d{1,9}\] -?\d{1,9}/-?\d{1,9}/-?\d{1,9}->\d{1,9}->-?\d{1,9}){0,4096})\s*$"
 )
 _TREE = re.compile(rf"\[({_I32})\] (-?{_I32})/(-?{_I32})/(-?{_I32})->({_I32})->(-?{_I32})")
+_TREE_LINE = re.compile(  # GRAPH subsystem: each rank's tree of one channel, its parent first
+    rf"^Tree (?P<c>{_I32}) : (?P<up>-?{_I32}) -> (?P<rank>{_I32}) -> "
+    rf"(?P<d0>-?{_I32})/(?P<d1>-?{_I32})/(?P<d2>-?{_I32})\s*$"
+)
 _CONN = re.compile(
     rf"^Channel (?P<c>{_I32})(?:/(?P<ci>{_I32}))? : (?P<src>{_I32})\[[0-9a-fA-Fx]{{1,16}}\] -> "
     rf"(?P<dst>{_I32})\[[0-9a-fA-Fx]{{1,16}}\](?: \[(?P<dir>send|receive)\])? via (?P<via>\S.{{0,255}}?)\s*$"
@@ -93,12 +110,58 @@ _QP_REMOTE = re.compile(r"^NET/IB ?: IbDev \d{1,9} Port \d{1,9} qpn (?P<qpn>\d{1
 _STRUCTURAL = (
     ("Ring ", (_RING,)),
     ("Trees", (_TREES,)),
+    ("Tree ", (_TREE_LINE,)),
     ("Channel ", (_CONN, _RING_LIST)),
     ("Bootstrap : Using", (_BOOTSTRAP, _BOOTSTRAP_DEV)),
     ("Bootstrap: Using", (_BOOTSTRAP, _BOOTSTRAP_DEV)),
     ("NET/IB: NCCL ", (_QP_LOCAL,)),
     ("NET/IB : NCCL ", (_QP_LOCAL,)),
 )
+
+# Messages NCCL prints that say nothing this parser reads, passed over on purpose: every other
+# form of the real logs (../shared/corpus-rdma: 2.20.5 over RoCE; ../shared/corpus-gpu: 2.28.9 over
+# sockets, subsystems INIT,BOOTSTRAP,ENV,GRAPH,NET,PROFILE), matched at the message's start, listed
+# about in the order NCCL prints them. An INFO message that is neither read above nor one of these
+# is an unknown line.
+_PASSED_OVER_FORMS = (
+    r"(?:ENV|NET|PROFILER|TUNER)/Plugin ?:",  # plugin search, loading and the plugins' own notes
+    r"NCCL_[A-Z0-9_]{1,64} set (?:by environment )?to ",  # an NCCL_* variable's value
+    r"cudaDriverVersion \d",
+    r"NCCL version ",  # read from the raw line (_VERSION), whatever its level
+    r"Comm config \w{1,64} set to ",
+    r"Initialized NET plugin ",
+    r"Assigned NET plugin ",
+    r"Using non-device net plugin version ",
+    r"Call to ibv_\w{1,64} failed",  # ECE queries on devices without ECE (2.20)
+    r"RAS client listening socket ",
+    r"Bootstrap timings ",
+    r"Topology detection ?: ",
+    r"TOPO/NET ?: ",
+    r"NET/(?:IB|Socket) ?: GPU Direct RDMA (?:Disabled|Enabled)",
+    r"ncclTopo\w{1,64} ?: ",  # ncclTopoPopulateNics, ncclTopoGetCpuAffinity
+    r"=== System : ",  # the topology dump: header, tree of devices and paths, ruler
+    r"\+ [A-Z0-9]{1,8}\[",
+    r"(?:CPU|GPU|NIC|NET|NVS)/[0-9A-Fa-f-]{1,40} ?(?::[A-Z]|\()",
+    r"={10}",
+    r"Pattern \d{1,9}, crossNic ",  # the graph search's result, then each channel's path
+    r"\d{1,9} : (?:NET|GPU|NVS|CPU)/",
+    r"P2P Chunksize ",
+    r"Successfully loaded external \w{1,64} plugin ",
+    r"(?:NCCL )?Inspector\b",  # the Inspector profiler plugin
+    r"Check P2P Type ",
+    r"ncclP2pSchedule: ",
+    r"\[Proxy (?:Service|Progress)",
+    r"\[Service thread\] ",
+    r"threadThresholds ",
+    r"\d{1,9} coll channels, ",
+    r"CC (?:Off|On)\b",
+    r"Init timings ",
+    r"New proxy (?:send|recv) connection ",
+    r"Connected to proxy ",
+    r"Connected all (?:rings|trees)",
+    r"[\w.]{1,64}\.cc:\d{1,9} -> \d{1,9}",  # an error passed up the call stack (`init.cc:1582 -> 5`)
+)
+_PASSED_OVER = re.compile("|".join(f"(?:{form})" for form in _PASSED_OVER_FORMS))
 
 _STR, _I32T, _BOOL = pa.string(), pa.int32(), pa.bool_()
 # Tables as the parser returns them (ingest adds `run` first); `file` is the log's name in its run
@@ -130,6 +193,10 @@ TABLES: dict[str, pa.Schema] = {
             ("nccl_version", _STR),
             ("init_complete", _BOOL),
             ("warnings", pa.int32()),  # NCCL WARN lines of this process
+            # NCCL INFO lines of the file in no form the parser knows (the file's count, on each of
+            # its rows), and the first of them as `line N: text`
+            ("unknown_lines", pa.int32()),
+            ("first_unknown", _STR),
             ("line", _I32T),
         ]
     ),
@@ -153,6 +220,7 @@ TABLES: dict[str, pa.Schema] = {
             ("rank", _I32T),
             ("up_rank", _I32T),  # -1: the root
             ("down_ranks", pa.list_(_I32T)),  # children (NCCL's -1 placeholders left out)
+            ("source", _STR),  # `Trees` (all channels of a rank in one line) or `Tree` (one channel)
             ("line", _I32T),
         ]
     ),
@@ -237,6 +305,8 @@ class _File:
     proc: dict[int, dict] = field(default_factory=dict)  # pid → host, addresses, …
     rows: dict[str, list[dict]] = field(default_factory=lambda: {t: [] for t in TABLES})
     version: str | None = None
+    unknown_lines: int = 0
+    first_unknown: str | None = None  # `line N: text`
 
     def process(self, pid: int, host: str) -> dict:
         return self.proc.setdefault(
@@ -270,8 +340,9 @@ def _structural_failure(msg: str) -> bool:
     return False
 
 
-def _read_message(f: _File, line_no: int, pid: int, tid: int, msg: str, proc: dict) -> None:
-    """One INFO message: state and rows of `f` (the caller has checked it is not malformed)."""
+def _read_message(f: _File, line_no: int, pid: int, tid: int, msg: str, proc: dict) -> bool:
+    """One INFO message into the state and rows of `f` (the caller has checked it is not malformed);
+    False when it is none of the messages read."""
     comm = _COMM.search(msg)
     if comm:
         key = (pid, comm["ptr"].lower())
@@ -286,7 +357,7 @@ def _read_message(f: _File, line_no: int, pid: int, tid: int, msg: str, proc: di
             c.complete = True
         f.comm_lines.setdefault((pid, tid), []).append((line_no, c.ptr))
         f.pid_lines.setdefault(pid, []).append((line_no, c.ptr))
-        return
+        return True
     where = {"_pid": pid, "_tid": tid, "line": line_no}
     if m := _RING.match(msg):
         f.rows["nccl_rings"].append(
@@ -316,8 +387,26 @@ def _read_message(f: _File, line_no: int, pid: int, tid: int, msg: str, proc: di
         for c, d0, d1, d2, rank, up in _TREE.findall(m["trees"]):
             down = [int(d) for d in (d0, d1, d2) if int(d) >= 0]
             f.rows["nccl_trees"].append(
-                {**where, "channel": int(c), "rank": int(rank), "up_rank": int(up), "down_ranks": down}
+                {
+                    **where,
+                    "channel": int(c),
+                    "rank": int(rank),
+                    "up_rank": int(up),
+                    "down_ranks": down,
+                    "source": "Trees",
+                }
             )
+    elif m := _TREE_LINE.match(msg):
+        f.rows["nccl_trees"].append(
+            {
+                **where,
+                "channel": int(m["c"]),
+                "rank": int(m["rank"]),
+                "up_rank": int(m["up"]),
+                "down_ranks": [int(m[d]) for d in ("d0", "d1", "d2") if int(m[d]) >= 0],
+                "source": "Tree",
+            }
+        )
     elif m := _CONN.match(msg):
         via = m["via"]
         transport = "NET/" + via[4:].split("/")[0] if via.startswith("NET/") else via.split("/")[0]
@@ -362,6 +451,9 @@ def _read_message(f: _File, line_no: int, pid: int, tid: int, msg: str, proc: di
                 _add_address(proc, dev["ip"])
     elif m := _USING_NETWORK.match(msg):
         proc.setdefault("net", m["net"])
+    else:
+        return False
+    return True
 
 
 def _owner(f: _File, pid: int, tid: int, line_no: int) -> str | None:
@@ -415,7 +507,9 @@ def parse(path: Path) -> ParsedLog:
         if _structural_failure(msg):
             bad.add(line_no, text, "an NCCL topology line that does not parse")
             continue
-        _read_message(f, line_no, pid, tid, msg, proc)
+        if not _read_message(f, line_no, pid, tid, msg, proc) and not _PASSED_OVER.match(msg):
+            f.unknown_lines += 1
+            f.first_unknown = f.first_unknown or f"line {line_no}: {text[:160]}"
     note_empty(len(f.comms), bad, "NCCL communicator (`comm 0x… rank …`)")
     return _tables(f, bad)
 
@@ -468,6 +562,8 @@ def _tables(f: _File, bad: BadLines) -> ParsedLog:
                 "nccl_version": f.version,
                 "init_complete": c.complete,
                 "warnings": proc.get("warnings", 0),
+                "unknown_lines": f.unknown_lines,
+                "first_unknown": f.first_unknown,
                 "line": c.line,
             }
         )
@@ -478,7 +574,13 @@ def _tables(f: _File, bad: BadLines) -> ParsedLog:
         for name, schema in TABLES.items()
     }
     primary = tables.pop(PRIMARY)
-    return ParsedLog(primary, bad.count, bad.examples, more=tables)
+    warnings = []
+    if f.first_unknown:  # escaped: the text is the log's, and goes to a terminal
+        warnings.append(
+            f"{f.unknown_lines} NCCL line(s) of a form tracecore does not know (a newer NCCL?), "
+            f"passed over; first: {f.first_unknown!r}"
+        )
+    return ParsedLog(primary, bad.count, bad.examples, more=tables, warnings=warnings)
 
 
 PARSER = LogParser(

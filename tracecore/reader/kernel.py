@@ -1086,4 +1086,5 @@ def warm_up() -> None:
     of exactly the types `AddressTable` uses, so this loads, never compiles, an overload.
     """
     tab = np.zeros((2, 3), dtype=np.uint64)
-    reset_table(tab, np.zeros((1, 2), dtype=np.uint64), np.zeros(1, np.uint8), np.zeros(NSTATE, np.int64))
+    u_key, u_kind, u_rows = np.zeros((1, 2), np.uint64), np.zeros(1, np.uint8), np.zeros((1, 2), np.int64)
+    reset_table(tab, u_key, u_kind, u_rows, np.zeros(NSTATE, np.int64))

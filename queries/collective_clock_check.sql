@@ -1,0 +1,61 @@
+-- Are a source's clocks the capture's? No collective's first bytes may leave before its sender started it.
+-- Kind: answer
+-- Partition: run
+--
+-- Each source file's times were put on Unix time one way (collective_clocks: PyTorch's
+-- baseTimeNanoseconds, the example plugin's GPU-clock anchor, Inspector's and Horovod's Unix µs),
+-- with a stated error. The packets check it: a rank cannot send a collective's bytes before its own
+-- kernel (or call) starts, so for every collective the file records, the sending rank's recorded start
+-- may trail its first attributed frame on the wire (collective_wire; anchored at the instance's
+-- earliest start over all ranks, so one rank's wrong clock does not move its own bytes) by at most the
+-- stated error. A file whose clock runs late by more fails with its worst collective named; one
+-- running early pulls the instance's start (and so the anchors) early and makes another rank's bytes
+-- precede that rank's start. Collectives under 64 KiB are not checked: their few bytes may ride in a
+-- neighbour's frame.
+--
+-- Parameters:
+--   runs     list of run names; NULL = every run
+--   err_ns   the allowed error, ns; NULL = each file's stated error (collective_clocks.error_ns)
+-- Columns:
+--   run, source, file, rank, worker     the sending rank's source file
+--   method                 how the file's times were mapped (collective_clocks.method)
+--   error_ns               the error allowed, ns
+--   checked                collectives of the file with attributed bytes (≥ 64 KiB messages)
+--   worst_seq, worst_op    the collective whose bytes lead its recorded start the most
+--   lead_ns                by how much: recorded start − first attributed frame, ns (≤ 0: none leads)
+--   ok                     lead_ns ≤ error_ns
+--   message                one line for a person: what failed, by how much, and what it means
+CREATE OR REPLACE MACRO collective_clock_check(runs := NULL, err_ns := NULL) AS TABLE
+WITH
+wire AS (
+    SELECT * FROM collective_wire(runs := runs, err_ns := err_ns)
+    WHERE frames > 0 AND message_bytes >= 65536
+),
+leads AS (
+    SELECT run, source, src_file AS file, src_rank AS rank, any_value(src_worker) AS worker, count(DISTINCT seq) AS checked,
+           arg_max(seq, sender_start_ns - first_byte_ns) AS worst_seq,
+           arg_max(op, sender_start_ns - first_byte_ns) AS worst_op,
+           max(sender_start_ns - first_byte_ns) AS lead_ns
+    FROM wire
+    GROUP BY run, source, src_file, src_rank
+),
+stated AS (
+    SELECT l.*, k.method, coalesce(err_ns, k.error_ns, 1000000) AS error_ns
+    FROM leads AS l
+    LEFT JOIN collective_clocks AS k ON k.run = l.run AND k.source = l.source AND k.file = l.file
+)
+SELECT run, source, file, rank, worker, method, error_ns, checked, worst_seq, worst_op, lead_ns,
+       lead_ns <= error_ns AS ok,
+       CASE
+           WHEN lead_ns <= error_ns THEN
+               printf('%s rank %d (%s): clock agrees with the capture (first bytes at most %.3f ms before a start; %.3f ms allowed)',
+                      file, rank, coalesce(worker, '?'), greatest(lead_ns, 0) / 1e6, error_ns / 1e6)
+           ELSE
+               printf('%s rank %d (%s): the bytes of %s #%d left %.3f ms before the collective''s recorded start, more than the %.3f ms its clock mapping (%s) allows: this file''s clock is off from the capture''s (or another rank''s is, pulling the instance''s start early)',
+                      file, rank, coalesce(worker, '?'), worst_op, worst_seq, lead_ns / 1e6, error_ns / 1e6,
+                      coalesce(method, 'unknown'))
+       END AS message
+FROM stated
+ORDER BY run, source, file, rank;
+
+CREATE OR REPLACE VIEW collective_clock_check AS SELECT * FROM collective_clock_check();

@@ -1,0 +1,133 @@
+-- Per training step and worker: compute, communication, exposed communication, busiest link's share.
+--
+-- Exposed communication is the communication no compute hid; the link share is how busy the worker's
+-- busiest outgoing link was in the step.
+-- Kind: answer
+-- Partition: run
+--
+-- As Holistic Trace Analysis does from PyTorch traces alone, on the GPU: compute is the time any
+-- compute kernel, memcpy or memset runs, communication the time any NCCL kernel runs, and exposed
+-- communication the part of it when no compute runs (the step waits on the network). Steps come from
+-- the trace (ProfilerStep#N, its span on the GPU when it has one); a worker whose sources profiled no
+-- steps gets the training log's steps (step k: after Batch row k−1 up to Batch row k) with its
+-- collectives' spans as communication and compute unknown, as does a CPU-only trace (gloo: the
+-- collectives run on gloo's threads, no kernels). Time is the union of intervals clipped to the
+-- step, so overlapping kernels count once. The wire: for each link the worker sends on, its frames
+-- in the step with gaps of at most idle_ns counted busy (as collective_wire's busy_ns); the busiest
+-- link and its share of the step.
+--
+-- Parameters:
+--   runs      list of run names; NULL = every run
+--   idle_ns   a longer gap between frames is idle time, ns (default 1 000 000 = 1 ms)
+-- Columns:
+--   run, worker, rank, step
+--   timed_by            'pytorch_profiler' (the trace's step) | 'train_log'
+--   start_ns, end_ns    the step, UTC ns
+--   step_ns             end_ns − start_ns, ns
+--   compute_ns          time any compute kernel, memcpy or memset ran, ns; NULL when not traced
+--   communication_ns    time any collective ran (NCCL kernels; else the collectives' spans), ns
+--   overlap_ns          communication during compute, ns; NULL when compute is
+--   exposed_ns          communication_ns − overlap_ns: communication nothing hid, ns; NULL when compute is
+--   exposed_share       exposed_ns / step_ns
+--   busiest_link        the worker it sends the most busy time to in the step; NULL without frames
+--   link_busy_ns        that link's busy time in the step, ns
+--   link_busy_share     link_busy_ns / step_ns
+CREATE OR REPLACE MACRO step_breakdown(runs := NULL, idle_ns := 1000000) AS TABLE
+WITH
+files AS (  -- each trace's worker, as collective_calls placed it (or the rank's capture)
+    SELECT p.run, p.file, any_value(p.rank) AS rank,
+           coalesce(any_value(c.worker), any_value(r.worker)) AS worker
+    FROM (SELECT DISTINCT run, file, rank FROM profiler_steps) AS p
+    LEFT JOIN collective_calls AS c ON c.run = p.run AND c.file = p.file
+    LEFT JOIN collective_rank_workers AS r ON r.run = p.run AND r.rank = p.rank AND r.paired = 'capture'
+    WHERE runs IS NULL OR list_contains(runs, p.run)
+    GROUP BY p.run, p.file
+),
+profiled AS (
+    SELECT s.run, f.worker, s.rank, s.step, s.file, 'pytorch_profiler' AS timed_by,
+           coalesce(s.gpu_start_ns, s.start_ns) AS t0, coalesce(s.gpu_end_ns, s.end_ns) AS t1
+    FROM profiler_steps AS s
+    JOIN files AS f ON f.run = s.run AND f.file = s.file
+    WHERE f.worker IS NOT NULL AND coalesce(s.gpu_start_ns, s.start_ns) < coalesce(s.gpu_end_ns, s.end_ns)
+),
+logged AS (  -- workers with collectives but no profiled steps
+    SELECT b.run, w.worker, w.rank, b.step, NULL::VARCHAR AS file, 'train_log' AS timed_by,
+           b.start_ns AS t0, b.end_ns AS t1
+    FROM (SELECT run, worker, min(rank) AS rank FROM collective_calls WHERE worker IS NOT NULL GROUP BY ALL) AS w
+    JOIN train_steps(runs := runs) AS b ON b.run = w.run
+    WHERE NOT EXISTS (SELECT 1 FROM profiled AS p WHERE p.run = w.run AND p.worker = w.worker)
+),
+steps AS (SELECT * FROM profiled UNION ALL SELECT * FROM logged),
+traced AS (SELECT DISTINCT run, file FROM profiler_kernels),
+spans AS (  -- what ran in each step, clipped to it: 'p' compute, 'c' communication
+    SELECT s.run, s.worker, s.step, CASE WHEN k.kind = 'communication' THEN 'c' ELSE 'p' END AS what,
+           greatest(k.start_ns, s.t0) AS a, least(k.end_ns, s.t1) AS b
+    FROM steps AS s
+    JOIN profiler_kernels AS k ON k.run = s.run AND k.file = s.file AND k.start_ns < s.t1 AND k.end_ns > s.t0
+    UNION ALL
+    SELECT s.run, s.worker, s.step, 'c', greatest(c.start_ns, s.t0), least(c.end_ns, s.t1)
+    FROM steps AS s
+    JOIN collective_calls AS c
+        ON c.run = s.run AND c.worker = s.worker AND c.start_ns < s.t1 AND c.end_ns > s.t0
+        AND (s.file IS NULL OR c.file = s.file)
+    WHERE NOT EXISTS (SELECT 1 FROM traced AS t WHERE t.run = s.run AND t.file = s.file)
+),
+edges AS (
+    SELECT run, worker, step, a AS t, CASE WHEN what = 'c' THEN 1 ELSE 0 END AS dc,
+           CASE WHEN what = 'p' THEN 1 ELSE 0 END AS dp
+    FROM spans
+    UNION ALL
+    SELECT run, worker, step, b, CASE WHEN what = 'c' THEN -1 ELSE 0 END, CASE WHEN what = 'p' THEN -1 ELSE 0 END
+    FROM spans
+),
+swept AS (  -- a sweep over the step's edges: how many of each kind run between consecutive edges
+    SELECT run, worker, step, t,
+           sum(dc) OVER w AS c, sum(dp) OVER w AS p,
+           lead(t) OVER (PARTITION BY run, worker, step ORDER BY t, dc, dp) - t AS dt
+    FROM edges
+    WINDOW w AS (PARTITION BY run, worker, step ORDER BY t, dc, dp ROWS UNBOUNDED PRECEDING)
+),
+busy AS (
+    SELECT run, worker, step,
+           coalesce(sum(dt) FILTER (WHERE c > 0), 0)::BIGINT AS communication_ns,
+           coalesce(sum(dt) FILTER (WHERE p > 0), 0)::BIGINT AS compute_ns,
+           coalesce(sum(dt) FILTER (WHERE c > 0 AND p > 0), 0)::BIGINT AS overlap_ns
+    FROM swept
+    GROUP BY run, worker, step
+),
+sent AS (
+    SELECT s.run, s.worker, s.step, d.worker AS dst, p.ts_ns,
+           p.ts_ns - lag(p.ts_ns) OVER (PARTITION BY s.run, s.worker, s.step, d.worker ORDER BY p.ts_ns) AS gap
+    FROM steps AS s
+    JOIN workers AS w ON w.run = s.run AND w.worker = s.worker
+    JOIN workers AS d ON d.run = s.run AND d.worker <> s.worker
+    JOIN packets AS p
+        ON p.run = s.run AND p.src_ip = w.ip AND p.dst_ip = d.ip AND p.ts_ns BETWEEN s.t0 AND s.t1
+    WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.l4_payload_len > 0
+),
+links AS (
+    SELECT run, worker, step, arg_max(dst, busy_ns) AS busiest_link, max(busy_ns) AS link_busy_ns
+    FROM (
+        SELECT run, worker, step, dst, coalesce(sum(gap) FILTER (WHERE gap <= idle_ns), 0)::BIGINT AS busy_ns
+        FROM sent
+        GROUP BY ALL
+    )
+    GROUP BY run, worker, step
+)
+SELECT s.run, s.worker, s.rank, s.step, s.timed_by, s.t0 AS start_ns, s.t1 AS end_ns, s.t1 - s.t0 AS step_ns,
+       CASE WHEN t.file IS NOT NULL THEN coalesce(b.compute_ns, 0) END AS compute_ns,
+       coalesce(b.communication_ns, 0) AS communication_ns,
+       CASE WHEN t.file IS NOT NULL THEN coalesce(b.overlap_ns, 0) END AS overlap_ns,
+       CASE WHEN t.file IS NOT NULL THEN coalesce(b.communication_ns, 0) - coalesce(b.overlap_ns, 0) END
+           AS exposed_ns,
+       (CASE WHEN t.file IS NOT NULL THEN coalesce(b.communication_ns, 0) - coalesce(b.overlap_ns, 0) END)
+           / (s.t1 - s.t0) AS exposed_share,
+       l.busiest_link, coalesce(l.link_busy_ns, 0) AS link_busy_ns,
+       coalesce(l.link_busy_ns, 0) / (s.t1 - s.t0) AS link_busy_share
+FROM steps AS s
+LEFT JOIN busy AS b ON b.run = s.run AND b.worker = s.worker AND b.step = s.step
+LEFT JOIN links AS l ON l.run = s.run AND l.worker = s.worker AND l.step = s.step
+LEFT JOIN traced AS t ON t.run = s.run AND t.file = s.file
+ORDER BY s.run, s.worker, s.step;
+
+CREATE OR REPLACE VIEW step_breakdown AS SELECT * FROM step_breakdown();

@@ -1,0 +1,95 @@
+"""The collectives' join without a GPU: a 2-rank gloo DDP run with PyTorch's profiler, trained and
+captured in a network-namespace testbed (tests/gloo_profiled.py), ingested, and joined to its packets.
+
+gloo's ring all-reduce on two ranks sends each rank's whole message once: 2(N−1)/N · S = S per link,
+plus gloo's own headers. One DDP bucket per step, so each socket carries the steps in order.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.gloo_profiled import PROFILED, RUN, gradient_bytes, make_run
+from tracecore.ingest import ingest, open_catalog
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory: pytest.TempPathFactory):
+    pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("gloo")
+    run = make_run(root / "runs")
+    assert sorted(p.name for p in run.iterdir()) == [  # named as the GPU corpus's runs
+        "kineto-rank0.json",
+        "kineto-rank1.json",
+        "run.toml",
+        "train_history.log",
+        "worker-0-tcpdump.pcap",
+        "worker-1-tcpdump.pcap",
+    ]
+    summary = ingest([root / "runs"], root / "data", jobs=1)
+    assert not summary.failed
+    assert not summary.problems, summary.problems
+    connection = open_catalog(root / "data")
+    yield connection
+    connection.close()
+
+
+def rows(con, sql: str) -> list[dict]:
+    cur = con.execute(sql)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def test_gloo_collectives_come_from_the_profiler_traces(con) -> None:
+    got = rows(
+        con, "SELECT rank, worker, backend, op, bytes, step, time_source FROM collective_calls ORDER BY ALL"
+    )
+    assert [(r["rank"], r["worker"], r["step"]) for r in got] == [
+        (rank, f"W{rank + 1}", step) for rank in (0, 1) for step in PROFILED
+    ]
+    assert {(r["backend"], r["op"], r["bytes"], r["time_source"]) for r in got} == {
+        ("gloo", "all_reduce", gradient_bytes(), "backend_work")
+    }
+    assert rows(con, "SELECT count(*) AS n FROM host_clocks") == [{"n": 2}]
+
+
+def test_gloo_all_reduces_are_their_message_on_each_link(con) -> None:
+    got = rows(
+        con, "SELECT src_worker, dst_worker, ratio, window_bytes, bytes, connections FROM collective_wire"
+    )
+    assert len(got) == 2 * len(PROFILED)
+    assert {(r["src_worker"], r["dst_worker"]) for r in got} == {("W1", "W2"), ("W2", "W1")}
+    assert all(abs(r["ratio"] - 1) < 0.001 for r in got), got
+    assert all(r["connections"] == 1 for r in got), got  # gloo: one socket per pair (the store's is small)
+    coverage = rows(con, "SELECT matched, collectives, matched_share FROM collective_coverage")
+    assert len(coverage) == 2
+    assert all(r["matched"] == r["collectives"] == len(PROFILED) for r in coverage), coverage
+    assert all(r["matched_share"] > 0.99 for r in coverage), coverage
+    assert [r["ok"] for r in rows(con, "SELECT ok FROM collective_clock_check")] == [True, True]
+
+
+def test_gloo_steps_have_communication_but_no_device_compute(con) -> None:
+    got = rows(con, f"SELECT * FROM step_breakdown WHERE run = '{RUN}' ORDER BY worker, step")
+    assert [(r["worker"], r["step"], r["timed_by"]) for r in got] == [
+        (w, s, "pytorch_profiler") for w in ("W1", "W2") for s in PROFILED
+    ]
+    for r in got:
+        assert r["compute_ns"] is None  # a CPU-only trace has no kernels
+        assert r["exposed_ns"] is None
+        assert 0 < r["communication_ns"] < r["step_ns"]
+        assert r["busiest_link"] in ("W1", "W2")
+        assert 0 < r["link_busy_share"] < 1
+    stragglers = rows(con, "SELECT ranks, last_rank FROM collective_stragglers")
+    assert len(stragglers) == len(PROFILED)
+    assert all(r["ranks"] == 2 for r in stragglers)
+
+
+def test_gloo_timeline_figure(con) -> None:
+    from tracecore import figures
+
+    spec = figures.build(con, "collective_timeline", [RUN]).to_dict()
+    (block,) = spec["vconcat"]
+    lanes = {s["lane"] for s in block["vconcat"][0]["data"]["values"]}
+    assert lanes == {"rank 0 (W1)", "rank 1 (W2)", "W1→W2 wire", "W2→W1 wire"}

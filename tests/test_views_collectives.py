@@ -1,0 +1,367 @@
+"""Collectives joined to their packets on the real GPU corpus (../shared/corpus-gpu): NCCL 2.28.9 over
+TCP sockets, two and four ranks on one GPU each in its own namespace, sender-side captures, with
+PyTorch profiler traces, NCCL's example profiler plugin (cnn3m runs) and NCCL Inspector (mlp25m).
+
+What the data shows (README of the corpus, issue 28): on cnn3m each step's all-reduce puts the 12,254,760
+B bucket plus 64 B of NCCL framing (4 B before each of the 16 messages of its 2 channels) on each
+link; on mlp25m two buckets go back to back on the same sockets, so time windows over-count by up to
+5.7 % and only the order of each connection's byte stream tells them apart.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tracecore.ingest import ingest, open_catalog
+
+REPO = Path(__file__).resolve().parent.parent
+GPU = REPO.parent / "shared" / "corpus-gpu"
+PROFILERS = GPU / "gpu-nccl-profilers"
+FOUR = GPU / "gpu-nccl-4rank"
+CNN = "torch_ddp-cnn3m-sgd-32-nccl-normal-ring"
+MLP = "torch_ddp-mlp25m-sgd-32-nccl-normal-ring"
+W4 = "torch_ddp-cnn3m-sgd-32-nccl-normal-ring-w4"
+BUCKET = 12254760  # cnn3m's one DDP bucket, bytes
+FRAMING = 64
+
+
+@pytest.fixture(scope="module")
+def gpu_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    for folder in (PROFILERS, FOUR):
+        if not folder.is_dir():
+            pytest.fail(f"corpus missing: {folder} (the shared/ folder must sit beside the checkout)")
+    out = tmp_path_factory.mktemp("gpu") / "data"
+    summary = ingest([PROFILERS, FOUR], out, jobs=1)
+    assert not summary.failed
+    assert not summary.problems, summary.problems
+    return out
+
+
+@pytest.fixture(scope="module")
+def con(gpu_data: Path):
+    connection = open_catalog(gpu_data)
+    yield connection
+    connection.close()
+
+
+def rows(con, sql: str, params: list | None = None) -> list[dict]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def test_every_source_file_gives_collectives_with_its_worker(con) -> None:
+    got = rows(
+        con,
+        "SELECT run, source, rank, any_value(worker) AS worker, count(DISTINCT worker) AS workers, "
+        "count(*) AS n FROM collective_calls GROUP BY ALL ORDER BY ALL",
+    )
+    by_key = {(r["run"], r["source"], r["rank"]): r for r in got}
+    assert {k: (r["worker"], r["n"]) for k, r in by_key.items() if k[0] == MLP} == {
+        (MLP, "nccl_inspector", 0): ("W1", 25),
+        (MLP, "nccl_inspector", 1): ("W2", 25),
+        (MLP, "pytorch_profiler", 0): ("W1", 6),
+        (MLP, "pytorch_profiler", 1): ("W2", 6),
+    }
+    assert {k[2]: r["worker"] for k, r in by_key.items() if k[:2] == (W4, "nccl_profiler")} == {
+        0: "W1",
+        1: "W2",
+        2: "W3",
+        3: "W4",
+    }
+    assert all(r["workers"] == 1 for r in got)
+
+
+def test_cnn3m_each_step_all_reduce_is_its_bucket_plus_framing_on_each_link(con) -> None:
+    got = rows(
+        con,
+        "SELECT source, seq, src_worker, bytes, window_bytes, predicted_bytes FROM collective_wire "
+        "WHERE run = ? AND op = 'all_reduce' AND message_bytes = ? ORDER BY ALL",
+        [CNN, BUCKET],
+    )
+    plugin = [r for r in got if r["source"] == "nccl_profiler"]
+    assert len(plugin) == 2 * 16  # 16 steps, both directions
+    assert {r["predicted_bytes"] for r in got} == {BUCKET}
+    assert statistics.median(r["bytes"] for r in plugin) == BUCKET + FRAMING
+    # a boundary packet (at most one 65,160 B TSO frame) may fall to a neighbour, never more
+    assert all(abs(r["bytes"] - BUCKET - FRAMING) <= 65160 for r in plugin)
+    kineto = [r["bytes"] for r in got if r["source"] == "pytorch_profiler"]
+    assert kineto == [BUCKET + FRAMING] * 6  # steps 4–6, both links
+
+
+def test_mlp25m_byte_order_separates_back_to_back_buckets_that_time_windows_mix(con) -> None:
+    got = rows(
+        con,
+        "SELECT source, window_bytes / predicted_bytes AS window_ratio, ratio FROM collective_wire "
+        "WHERE run = ? AND op = 'all_reduce' AND message_bytes > 1e7",
+        [MLP],
+    )
+    kineto = [r for r in got if r["source"] == "pytorch_profiler"]
+    inspector = [r for r in got if r["source"] == "nccl_inspector"]
+    assert (len(kineto), len(inspector)) == (2 * 6, 2 * 23)  # + the 100 MB first step, both directions
+    # the union of both ranks' kernel windows over-counts by up to 5.7 % (README); the Inspector's
+    # host-seen kernel windows are wider still
+    assert round(max(r["window_ratio"] for r in kineto), 3) == 1.057
+    assert round(max(r["window_ratio"] for r in inspector), 3) == 1.083
+    # byte order: every bucket within 0.13 % (a boundary frame) of its prediction
+    assert max(abs(r["ratio"] - 1) for r in got) < 0.0013
+
+
+def test_acceptance_every_all_reduce_matched_and_within_two_percent(con) -> None:
+    """Issue 28, point 4, per run and source: every all-reduce has bytes on the wire, each above 1 MB is
+    within 2 % of its algorithm's prediction on every link, and the matched bytes are within 1 % of
+    the TCP payload over the span the source covers."""
+    instances = rows(
+        con,
+        "SELECT run, source, count(DISTINCT seq) AS n, "
+        "count(DISTINCT seq) FILTER (WHERE frames > 0) AS linked "
+        "FROM collective_wire WHERE op = 'all_reduce' GROUP BY ALL ORDER BY ALL",
+    )
+    assert {(r["run"], r["source"]): (r["n"], r["linked"]) for r in instances} == {
+        (CNN, "nccl_profiler"): (19, 19),
+        (CNN, "pytorch_profiler"): (3, 3),
+        (MLP, "nccl_inspector"): (24, 24),
+        (MLP, "pytorch_profiler"): (6, 6),
+        (W4, "nccl_profiler"): (19, 19),
+        (W4, "pytorch_profiler"): (3, 3),
+    }
+    worst = rows(
+        con,
+        "SELECT max(abs(ratio - 1)) AS worst, count(*) AS n FROM collective_wire "
+        "WHERE op = 'all_reduce' AND message_bytes > 1e6",
+    )[0]
+    assert worst["n"] == 2 * (17 + 3 + 24 + 6) + 4 * (17 + 3)  # markers and step all-reduces, per link
+    assert worst["worst"] < 0.02
+    coverage = rows(
+        con,
+        "SELECT run, source, src_worker, dst_worker, matched_share FROM collective_coverage "
+        "WHERE matched_bytes > 1e6 ORDER BY ALL",
+    )
+    assert len(coverage) == 2 * 2 + 2 * 2 + 4 * 2  # the ring links of each run, per source
+    assert min(r["matched_share"] for r in coverage) > 0.99
+
+
+def test_the_sources_agree_where_they_overlap(con) -> None:
+    """Each collective of a PyTorch trace is one collective of NCCL's plugin (or Inspector) of the same
+    rank, operation and size whose GPU span overlaps it; their starts differ by the two clocks' offset
+    (CUPTI's host-converted time vs the GPU's global timer), well under a millisecond."""
+    got = rows(
+        con,
+        "SELECT k.run, k.rank, k.seq, count(o.seq) AS matches, max(abs(k.start_ns - o.start_ns)) AS apart, "
+        "count(o.seq) FILTER (WHERE o.step = k.step) AS same_step "
+        "FROM collective_calls AS k LEFT JOIN collective_calls AS o ON o.run = k.run AND o.rank = k.rank "
+        "AND o.op = k.op AND o.bytes = k.bytes AND o.source <> k.source "
+        "AND o.start_ns < k.end_ns AND k.start_ns < o.end_ns "
+        "WHERE k.source = 'pytorch_profiler' GROUP BY ALL",
+    )
+    assert len(got) == 2 * 3 + 2 * 6 + 4 * 3
+    assert {r["matches"] for r in got} == {1}
+    # the same step: the trace's ProfilerStep#, the plugin's and Inspector's from the training log's
+    # Batch lines (train_steps: step k ends at the k-th Batch line)
+    assert {r["same_step"] for r in got} == {1}
+    assert max(r["apart"] for r in got) < 1_000_000
+
+
+def test_every_source_clock_agrees_with_the_capture(con) -> None:
+    got = rows(con, "SELECT run, file, ok, lead_ns, error_ns, checked FROM collective_clock_check")
+    assert len(got) == 2 + 2 + 4 + 4 + 2 + 2  # every file with collectives of 64 KiB or more
+    assert all(r["ok"] for r in got)
+    # NCCL's plugin times kernels with the GPU's global timer, 0.23 ms ahead of the host clock here
+    assert max(r["lead_ns"] for r in got) < 250_000
+
+
+def test_a_rank_clock_shifted_by_50_ms_fails_the_check_with_a_clear_message(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / CNN
+    shutil.copytree(PROFILERS / CNN, run, ignore=shutil.ignore_patterns("nccl-profiler-example_*"))
+    trace = run / "kineto-rank1.json"
+    text = trace.read_text()
+    assert text.count('"baseTimeNanoseconds": 1790857026000000000') == 1
+    trace.write_text(
+        text.replace(
+            '"baseTimeNanoseconds": 1790857026000000000', '"baseTimeNanoseconds": 1790857026050000000'
+        )
+    )
+    summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
+    assert not summary.problems, summary.problems
+    con = open_catalog(tmp_path / "data")
+    try:
+        got = {r["rank"]: r for r in rows(con, "SELECT * FROM collective_clock_check")}
+    finally:
+        con.close()
+    assert got[0]["ok"]
+    assert not got[1]["ok"]
+    assert got[1]["lead_ns"] > 30_000_000
+    assert got[1]["message"].startswith(
+        "kineto-rank1.json rank 1 (W2): the bytes of all_reduce #1 left 32.784 ms before the collective's "
+        "recorded start, more than the 1.000 ms its clock mapping (baseTimeNanoseconds) allows"
+    )
+
+
+def test_stragglers_name_the_rank_that_started_last(con) -> None:
+    got = rows(
+        con,
+        "SELECT seq, step, ranks, last_rank, last_worker, spread_ns, wait_ns FROM collective_stragglers "
+        "WHERE run = ? AND source = 'pytorch_profiler' ORDER BY seq",
+        [CNN],
+    )
+    # on cnn3m rank 0 reaches every profiled all-reduce 15-16 ms after rank 1, which waits
+    assert [(r["step"], r["ranks"], r["last_rank"], r["last_worker"]) for r in got] == [
+        (4, 2, 0, "W1"),
+        (5, 2, 0, "W1"),
+        (6, 2, 0, "W1"),
+    ]
+    assert [round(r["spread_ns"] / 1e6, 1) for r in got] == [14.7, 15.0, 16.5]
+    assert all(r["wait_ns"] == r["spread_ns"] for r in got)  # two ranks: the other waits the spread
+    four = rows(con, "SELECT count(*) AS n, sum(ranks) AS r FROM collective_stragglers WHERE run = ?", [W4])[
+        0
+    ]
+    assert four == {"n": 3 + 24, "r": 4 * (3 + 24)}
+
+
+def test_step_breakdown_splits_each_profiled_step(con) -> None:
+    got = rows(
+        con,
+        "SELECT worker, step, timed_by, step_ns, compute_ns, communication_ns, overlap_ns, exposed_ns, "
+        "busiest_link, link_busy_ns FROM step_breakdown WHERE run = ? ORDER BY worker, step",
+        [CNN],
+    )
+    assert [(r["worker"], r["step"], r["timed_by"]) for r in got] == [
+        (w, s, "pytorch_profiler") for w in ("W1", "W2") for s in (4, 5, 6)
+    ]
+    w1 = got[0]
+    assert w1["step_ns"] == 17280881  # gpu_user_annotation ProfilerStep#4 (dur 17,280.881 µs)
+    assert w1["communication_ns"] == 7475659  # its one NCCL kernel
+    assert w1["overlap_ns"] == 0  # cnn3m's one bucket is reduced after the backward pass's kernels
+    assert w1["exposed_ns"] == w1["communication_ns"]
+    assert w1["busiest_link"] == "W2"
+    for r in got:
+        assert 0 < r["compute_ns"] < r["step_ns"]
+        assert 0 <= r["overlap_ns"] <= min(r["compute_ns"], r["communication_ns"])
+        assert 0 < r["link_busy_ns"] < r["step_ns"]
+
+
+def test_without_nccl_logs_each_rank_is_the_capture_of_its_number(tmp_path: Path) -> None:
+    """A run without NCCL's logs (gloo, or logs not collected) pairs a trace's rank with the capture of
+    its number, as the runners name them: worker-0-tcpdump.pcap is rank 0's host."""
+    run = tmp_path / "runs" / CNN
+    shutil.copytree(
+        PROFILERS / CNN, run, ignore=shutil.ignore_patterns("nccl-profiler-example_*", "nccl.*.log")
+    )
+    summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
+    assert not summary.problems, summary.problems
+    con = open_catalog(tmp_path / "data")
+    try:
+        got = rows(con, "SELECT DISTINCT rank, worker, worker_from FROM collective_calls ORDER BY rank")
+        captures = rows(con, "SELECT capture, worker FROM workers ORDER BY capture")
+    finally:
+        con.close()
+    assert [(c["capture"], c["worker"]) for c in captures] == [
+        ("worker-0-tcpdump", "W1"),
+        ("worker-1-tcpdump", "W2"),
+    ]
+    assert got == [
+        {"rank": 0, "worker": "W1", "worker_from": "capture"},
+        {"rank": 1, "worker": "W2", "worker_from": "capture"},
+    ]
+
+
+def test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock(tmp_path: Path) -> None:
+    """`tracecore run` records each host's clock − the runner's in run.toml [[hosts]]; stragglers compare
+    the ranks' starts on the runner's clock. Declaring W2's host 5 ms ahead moves rank 1's starts 5 ms
+    earlier there, so rank 0 (which already started last) trails by 5 ms more."""
+    run = tmp_path / "runs" / CNN
+    shutil.copytree(PROFILERS / CNN, run, ignore=shutil.ignore_patterns("nccl-profiler-example_*"))
+    hosts = [("w0", "10.77.0.1", 0, 40_000), ("w1", "10.77.0.2", 5_000_000, 60_000)]
+    toml = (run / "run.toml").read_text() + "".join(
+        f'\n[[hosts]]\nname = "{n}"\nip = "{ip}"\nclock_offset_ns = {off}\nclock_rtt_ns = {rtt}\n'
+        for n, ip, off, rtt in hosts
+    )
+    (run / "run.toml").write_text(toml)
+    summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
+    assert not summary.problems, summary.problems
+    con = open_catalog(tmp_path / "data")
+    try:
+        clocks = rows(con, "SELECT host, ip, offset_ns, rtt_ns FROM host_clocks ORDER BY host")
+        spreads = rows(con, "SELECT spread_ns FROM collective_stragglers ORDER BY seq")
+        checks = rows(con, "SELECT ok FROM collective_clock_check")
+        calls = rows(
+            con,
+            "SELECT seq, rank, start_ns, clock_offset_ns, instance_start_ns FROM collective_calls "
+            "WHERE source = 'pytorch_profiler' ORDER BY seq, rank",
+        )
+    finally:
+        con.close()
+    assert clocks == [dict(zip(("host", "ip", "offset_ns", "rtt_ns"), h, strict=True)) for h in hosts]
+    # an instance spans its ranks on the runner's clock: each rank's start less its host's offset
+    by_seq: dict[int, list[dict]] = {}
+    for c in calls:
+        by_seq.setdefault(c["seq"], []).append(c)
+    assert sorted(by_seq) == [0, 1, 2]
+    for ranks in by_seq.values():
+        assert [c["clock_offset_ns"] for c in ranks] == [0, 5_000_000]
+        assert {c["instance_start_ns"] for c in ranks} == {
+            min(c["start_ns"] - c["clock_offset_ns"] for c in ranks)
+        }
+    assert [round(r["spread_ns"] / 1e6, 1) for r in spreads] == [19.7, 20.0, 21.5]
+    assert [r["ok"] for r in checks] == [True, True]  # each rank's bytes still follow its own start
+
+
+def test_the_timeline_figure_draws_a_step_of_collectives_above_the_link_load(con) -> None:
+    from tracecore import figures
+    from tracecore.figures import render
+
+    chart = figures.build(con, "collective_timeline", [MLP])
+    spec = chart.to_dict()
+    (block,) = spec["vconcat"]
+    spans, load = (part["data"]["values"] for part in block["vconcat"])
+    assert block["vconcat"][0]["title"] == f"{MLP} · step 5 · nccl_inspector"
+    assert {s["lane"] for s in spans} == {"rank 0 (W1)", "rank 1 (W2)", "W1→W2 wire", "W2→W1 wire"}
+    # step 5's two buckets on each rank and on each link, one after the other
+    assert sorted(s["what"] for s in spans if s["lane"] == "W2→W1 wire") == [
+        "all_reduce #11 (50.43 MB)",
+        "all_reduce #12 (50.35 MB)",
+    ]
+    assert {r["link"] for r in load} == {"W1→W2", "W2→W1"}
+    assert max(r["gbps"] for r in load) > 20
+    assert render.to_png(chart, scale=1)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert figures.get("collective_timeline").shown_when(con, [MLP])
+
+
+def test_the_report_draws_the_timeline_for_runs_with_collectives(gpu_data: Path, tmp_path: Path) -> None:
+    from tracecore.report import write_report
+
+    page = write_report(gpu_data, tmp_path / "report", [CNN]).read_text(encoding="utf-8")
+    assert 'id="fig-collective_timeline"' in page
+    assert f"{CNN} · step 5 · nccl_profiler" in page
+
+
+def test_ingest_reports_bad_records_with_their_file_and_line(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / CNN
+    shutil.copytree(PROFILERS / CNN, run, ignore=shutil.ignore_patterns("nccl-profiler-example_*"))
+    lines = (run / "kineto-rank1.json").read_text().split("\n")
+    at = next(i for i, line in enumerate(lines) if '"name": "record_param_comms"' in line)
+    lines[at + 1] = lines[at + 1].replace('"ts": ', '"ts": ,')
+    (run / "kineto-rank1.json").write_text("\n".join(lines))
+    (run / "nccl-inspector").mkdir()
+    good = (PROFILERS / MLP / "nccl-inspector" / "vm-pid974.log").read_text().splitlines()[0]
+    (run / "nccl-inspector" / "vm-pid1.log").write_text(good + '\n{"header": {"rank": \n')
+    summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
+    assert summary.runs == [CNN]  # ingested, with the two files' bad lines reported
+    problems = {Path(path).name: why for path, why in summary.problems}
+    assert problems["kineto-rank1.json"].startswith(f"1 unparseable line(s); first: line {at}: ")
+    assert problems["vm-pid1.log"].startswith("1 unparseable line(s); first: line 2: ")
+    con = open_catalog(tmp_path / "data")
+    try:
+        files = rows(con, "SELECT file, count(*) AS n FROM collectives GROUP BY file ORDER BY file")
+    finally:
+        con.close()
+    # the good data stays: rank 1's first call survives through its nccl:all_reduce annotation
+    assert files == [
+        {"file": "kineto-rank0.json", "n": 3},
+        {"file": "kineto-rank1.json", "n": 3},
+        {"file": "nccl-inspector/vm-pid1.log", "n": 1},
+    ]

@@ -1,0 +1,195 @@
+"""Run comparison: the same quantity of several runs side by side (flow-matrix difference, load over
+time, loss over time), as Altair charts; the report shows them when it covers more than one run.
+
+Why apart from the paper's figures: they answer "what changed between these runs", which a
+researcher asks of every sweep, and they need at least two runs to say anything.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import altair as alt
+import pyarrow as pa
+
+from tracecore.figures._data import HEIGHT, WIDTH, byte_unit, empty_chart, inline, rows
+from tracecore.figures._views import run_view
+from tracecore.figures.options import FigureOptions, uses
+from tracecore.figures.registry import MS, Figure, Runs, longest_span_ns, nice_bin_ns
+from tracecore.figures.style import CATEGORICAL, pair_axes, runs_caption, short_runs, worker_key
+from tracecore.figures.timeseries import TIME_TITLE, trim_idle
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+def several_runs(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
+    """Whether the selection holds two runs or more: a comparison needs them."""
+    return run_view(con, "run_bounds", runs=runs).num_rows > 1
+
+
+def flow_matrix_diff_chart(flow_matrix: pa.Table) -> alt.FacetChart | alt.Chart:
+    """Each run's volume per directed worker pair minus the first run's, a diverging heatmap per run."""
+    title = "Flow matrix difference against the first run"
+    data = [
+        r
+        for r in rows(flow_matrix, ["run", "src_worker", "dst_worker", "bytes"])
+        if r["src_worker"] and r["dst_worker"]
+    ]
+    runs = list(dict.fromkeys(r["run"] for r in data))
+    if len(runs) < 2:
+        return empty_chart(title, "needs two runs with worker-to-worker traffic")
+    labels = short_runs(runs)
+    base, others = runs[0], runs[1:]
+    volume: dict[tuple[str, str, str], int] = {}
+    for r in data:
+        key = (r["run"], r["src_worker"], r["dst_worker"])
+        volume[key] = volume.get(key, 0) + r["bytes"]
+    pairs = sorted({(s, d) for _, s, d in volume}, key=lambda p: (worker_key(p[0]), worker_key(p[1])))
+    diffs = [
+        (run, s, d, volume.get((run, s, d), 0) - volume.get((base, s, d), 0))
+        for run in others
+        for s, d in pairs
+    ]
+    unit, scale = byte_unit(max(abs(x) for *_, x in diffs) or 1)
+    cells = [
+        {
+            "run": run,
+            "panel": f"{labels[run]} − {labels[base]}",
+            "src_worker": s,
+            "dst_worker": d,
+            "diff": x / scale,
+            "base": volume.get((base, s, d), 0) / scale,
+        }
+        for run, s, d, x in diffs
+    ]
+    extent = max(abs(c["diff"]) for c in cells) or 1
+    workers = sorted({p for pair in pairs for p in pair}, key=worker_key)
+    chart = alt.Chart().encode(**pair_axes(workers))
+    heat = chart.mark_rect().encode(
+        color=alt.Color(
+            "diff:Q",
+            title=["Difference", f"[{unit}]"],
+            scale=alt.Scale(scheme="redblue", domain=[-extent, extent], reverse=True),
+        ),
+        tooltip=[
+            alt.Tooltip("run:N"),
+            alt.Tooltip("src_worker:N"),
+            alt.Tooltip("dst_worker:N"),
+            alt.Tooltip("diff:Q", format="+.4g", title=f"difference [{unit}]"),
+            alt.Tooltip("base:Q", format=".4g", title=f"first run [{unit}]"),
+        ],
+    )
+    text = chart.mark_text(fontSize=10).encode(text=alt.Text("diff:Q", format="+.2g"))
+    side = 55 * len(workers)
+    facet = alt.Facet("panel:N", title=None, sort=[f"{labels[r]} − {labels[base]}" for r in others])
+    subtitle = [f"first run: {base}", runs_caption(labels)]
+    return (
+        alt.layer(heat, text)
+        .properties(width=side, height=side)
+        .facet(facet=facet, columns=3, data=inline(cells), title=alt.Title(title, subtitle=subtitle))
+    )
+
+
+def throughput_overlay_chart(link_total: pa.Table) -> alt.Chart:
+    """Every run's total throughput over time in one panel, a line per run."""
+    title = "Throughput over time, runs overlaid"
+    data = rows(link_total, ["run", "t_s", "gbps", "bin_ns"])
+    if len({r["run"] for r in data}) < 2:
+        return empty_chart(title, "needs two runs with traffic")
+    bin_ms = data[0]["bin_ns"] / 1e6
+    data = trim_idle(data)
+    labels = short_runs(r["run"] for r in data)
+    for r in data:
+        r["label"] = labels[r["run"]]
+        del r["bin_ns"]
+    return (
+        alt.Chart(inline(data))
+        .mark_line(strokeWidth=1.1, interpolate="step-after")
+        .encode(
+            x=alt.X("t_s:Q", title=TIME_TITLE, scale=alt.Scale(nice=False, zero=False)),
+            y=alt.Y("gbps:Q", title=f"Throughput [Gbit/s] ({bin_ms:g} ms bins)"),
+            color=alt.Color("label:N", title="Run", scale=alt.Scale(scheme=CATEGORICAL)),
+            tooltip=[
+                alt.Tooltip("run:N"),
+                alt.Tooltip("t_s:Q", format=".2f"),
+                alt.Tooltip("gbps:Q", format=".4f"),
+            ],
+        )
+        .properties(
+            width=WIDTH + 160, height=HEIGHT - 60, title=alt.Title(title, subtitle=runs_caption(labels))
+        )
+    )
+
+
+def loss_over_time_chart(accuracy_vs_data: pa.Table) -> alt.Chart:
+    """Training loss at each logged step against the time since the run's first packet, a line per run."""
+    title = "Training loss over time, runs overlaid"
+    data = [r for r in rows(accuracy_vs_data, ["run", "step", "t_s", "loss"]) if r["loss"] is not None]
+    if len({r["run"] for r in data}) < 2:
+        return empty_chart(title, "needs two runs with a training log")
+    labels = short_runs(r["run"] for r in data)
+    for r in data:
+        r["label"] = labels[r["run"]]
+    return (
+        alt.Chart(inline(data))
+        .mark_line(point=alt.OverlayMarkDef(size=12))
+        .encode(
+            x=alt.X("t_s:Q", title=TIME_TITLE, scale=alt.Scale(zero=False)),
+            y=alt.Y("loss:Q", title="Training loss", scale=alt.Scale(zero=False)),
+            color=alt.Color("label:N", title="Run", scale=alt.Scale(scheme=CATEGORICAL)),
+            tooltip=[
+                alt.Tooltip("run:N"),
+                alt.Tooltip("step:Q"),
+                alt.Tooltip("t_s:Q", format=".2f"),
+                alt.Tooltip("loss:Q", format=".4f"),
+            ],
+        )
+        .properties(
+            width=WIDTH + 160, height=HEIGHT - 60, title=alt.Title(title, subtitle=runs_caption(labels))
+        )
+    )
+
+
+@uses("window")
+def flow_matrix_diff(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
+    params = options.view_params(["from_ns", "to_ns"])
+    return flow_matrix_diff_chart(run_view(con, "flow_matrix", runs=runs, params=params))
+
+
+@uses("bin", "window")
+def throughput_overlay(
+    con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions
+) -> alt.TopLevelMixin:
+    bin_ns = options.bin_ns or nice_bin_ns(longest_span_ns(con, runs, options), 1000, 10 * MS)
+    params = {**options.view_params(["from_ns", "to_ns"]), "bin_ns": bin_ns}
+    return throughput_overlay_chart(run_view(con, "link_total", runs=runs, params=params))
+
+
+def loss_over_time(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
+    return loss_over_time_chart(run_view(con, "accuracy_vs_data", runs=runs))
+
+
+FIGURES = [
+    Figure(
+        "runs_flow_diff",
+        "",
+        "Run comparison: volume per worker pair minus the first run's",
+        flow_matrix_diff,
+        shown_when=several_runs,
+    ),
+    Figure(
+        "runs_throughput",
+        "",
+        "Run comparison: total throughput over time, runs overlaid",
+        throughput_overlay,
+        shown_when=several_runs,
+    ),
+    Figure(
+        "runs_loss",
+        "",
+        "Run comparison: training loss over time, runs overlaid",
+        loss_over_time,
+        shown_when=several_runs,
+    ),
+]

@@ -1,0 +1,360 @@
+"""PyTorch profiler traces (Kineto's Chrome JSON, plain or .gz) → `collectives`, steps and GPU kernels.
+
+`torch.profiler` exports one object per rank: `baseTimeNanoseconds` (Unix ns) and `traceEvents`
+whose `ts`/`dur` are µs after it, so Unix time = baseTimeNanoseconds/1e9 + ts/1e6 (CUPTI puts GPU
+times on the same host clock). `distributedInfo` names the rank and the process groups. What is read:
+
+    ProfilerStep#N       user_annotation (host) and gpu_user_annotation (its span on the GPU): a step
+    record_param_comms   cpu_op of c10d: "Collective name", "In msg nelems", dtype, "Process Group
+                         Name", "Group size", "Rank"; its "External id" is that of the kernel below
+    nccl:all_reduce, gloo:all_reduce, …   user_annotation of the backend's work: for NCCL on the
+                         calling thread inside record_param_comms, for gloo on gloo's own thread when
+                         the collective runs (with "Input Dims" and "Input type": the message)
+    c10d::allreduce_, …  cpu_op of the call, used when a trace has no record_param_comms
+    ncclDevKernel_* / ncclKernel_*   the collective's GPU kernel (kind communication); every other
+                         kernel, memcpy and memset is a row of `profiler_kernels` too
+
+One collective is one call: its kernel gives start/end (`gpu_kernel`), else the backend's work
+(`backend_work`: gloo), else the call itself (`cpu_call`). A gloo work annotation is paired with the
+call of the same operation in issue order. Events are kept only when they are one of these, so
+memory grows with the collectives, steps and kernels, not with the file.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from array import array
+from pathlib import Path
+
+import pyarrow as pa
+
+from tracecore.logs import LogParser, ParsedLog
+from tracecore.logs._chrome import TraceRecords, int_or_none, us_to_ns
+from tracecore.logs._collectives import DTYPE_BYTES, TABLES, Columns, dtype_name, int_array, op_name
+from tracecore.logs._common import BadLines, note_empty
+
+SOURCE = "pytorch_profiler"
+_WORK = re.compile(r"^(nccl|gloo|mpi|ucc|xccl|hccl|rccl):([A-Za-z_]{1,64})$")
+_STEP = re.compile(r"^ProfilerStep#(\d{1,12})$")
+_C10D = re.compile(r"^c10d::([A-Za-z_]{1,64})$")
+_COMM_KERNEL = ("ncclDevKernel", "ncclKernel")
+_KINDS = ("communication", "compute", "memcpy", "memset")
+# the mapping's stated error: CUPTI and the host's clock, both Unix time on the host that captured
+ERROR_NS = 1_000_000
+ABSOLUTE_US = 1e15  # ts beyond this is already Unix µs (traces written before baseTimeNanoseconds)
+
+
+def detect(head: str) -> bool:
+    """A Chrome-trace object with Kineto's header keys or PyTorch's event names."""
+    text = head.lstrip()
+    return (
+        text.startswith("{")
+        and '"traceEvents"' in text
+        and any(m in text for m in ('"baseTimeNanoseconds"', '"distributedInfo"', '"schemaVersion"'))
+    )
+
+
+class _Trace:
+    """What one pass over the file keeps: the events that become rows, with the file's own times
+    (ns after the trace's base)."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict] = []  # record_param_comms
+        self.c10d: list[dict] = []  # c10d::op calls (used only when there is no record_param_comms)
+        self.works: list[dict] = []  # nccl:/gloo: annotations on the host
+        self.gpu_work: dict[int, tuple[int, int]] = {}  # External id → span of its GPU annotation
+        self.comm_kernels: dict[int, list[int]] = {}  # External id → [start, end] of its kernels
+        self.steps: dict[int, dict] = {}
+        self.kernels = {k: array("q") for k in ("device", "stream", "kind", "start", "end")}
+        self.pid: int | None = None
+        self.min_ts: int | None = None
+
+    def add(self, line: int, rec: dict, bad: BadLines) -> None:
+        if rec.get("ph") != "X":
+            return
+        name, cat = rec.get("name"), rec.get("cat")
+        ts, dur = us_to_ns(rec.get("ts")), us_to_ns(rec.get("dur"))
+        if not isinstance(name, str) or ts is None or dur is None or dur < 0:
+            bad.add(line, json.dumps(rec)[:160], "complete event without a name, ts or dur")
+            return
+        self.min_ts = ts if self.min_ts is None else min(self.min_ts, ts)
+        args = rec.get("args") if isinstance(rec.get("args"), dict) else {}
+        ext = int_or_none(args.get("External id"))
+        span = {"ts": ts, "end": ts + dur, "line": line, "ext": ext, "tid": rec.get("tid"), "args": args}
+        if cat in ("kernel", "gpu_memcpy", "gpu_memset"):
+            self._kernel(name, cat, span)
+        elif cat == "cpu_op" and name == "record_param_comms":
+            self.calls.append(span | {"name": name})
+            self._note_pid(rec)
+        elif cat == "cpu_op" and (m := _C10D.match(name)):
+            self.c10d.append(span | {"name": m[1]})
+        elif cat in ("user_annotation", "gpu_user_annotation"):
+            self._annotation(name, cat, span, rec)
+
+    def _note_pid(self, rec: dict) -> None:
+        if self.pid is None and isinstance(rec.get("pid"), int) and not isinstance(rec.get("pid"), bool):
+            self.pid = rec["pid"]
+
+    def _kernel(self, name: str, cat: str, span: dict) -> None:
+        args = span["args"]
+        communication = cat == "kernel" and name.startswith(_COMM_KERNEL)
+        kind = "communication" if communication else {"kernel": "compute"}.get(cat, cat[4:])
+        k = self.kernels
+        k["device"].append(int_or_none(args.get("device")) or 0)
+        k["stream"].append(int_or_none(args.get("stream")) or 0)
+        k["kind"].append(_KINDS.index(kind))
+        k["start"].append(span["ts"])
+        k["end"].append(span["end"])
+        if communication and span["ext"] is not None:
+            known = self.comm_kernels.setdefault(span["ext"], [span["ts"], span["end"]])
+            known[0], known[1] = min(known[0], span["ts"]), max(known[1], span["end"])
+
+    def _annotation(self, name: str, cat: str, span: dict, rec: dict) -> None:
+        step = _STEP.match(name)
+        if step:
+            entry = self.steps.setdefault(int(step[1]), {})
+            prefix = "gpu_" if cat == "gpu_user_annotation" else ""
+            entry[prefix + "start"], entry[prefix + "end"] = span["ts"], span["end"]
+            if not prefix:
+                self._note_pid(rec)
+            return
+        work = _WORK.match(name)
+        if not work:
+            return
+        if cat == "gpu_user_annotation":
+            if span["ext"] is not None:
+                self.gpu_work[span["ext"]] = (span["ts"], span["end"])
+        else:
+            self.works.append(span | {"name": name, "backend": work[1], "op": work[2]})
+
+
+def _message(args: dict) -> tuple[int | None, str | None]:
+    """(bytes, dtype) of a work annotation: its input tensors' elements × element size."""
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return None, None
+    total, first = 0, None
+    for shape, type_name in zip(dims, types, strict=False):
+        dtype = dtype_name(type_name)
+        if dtype is None or not isinstance(shape, list):
+            continue
+        elements = 1
+        for d in shape:
+            size = int_or_none(d)
+            if size is None or size < 0:
+                return None, None
+            elements *= size
+        total += elements * DTYPE_BYTES[dtype]
+        first = first or dtype
+    return (total, first) if first else (None, None)
+
+
+def _assemble(trace: _Trace, info: dict) -> list[dict]:
+    """One row per collective call, in the file's own time (ns after its base)."""
+    rows: list[dict] = []
+    works_by_tid: dict[object, list[dict]] = {}
+    for w in sorted(trace.works, key=lambda w: w["ts"]):
+        works_by_tid.setdefault(w["tid"], []).append(w)
+    used: set[int] = set()
+    for call in sorted(trace.calls, key=lambda c: c["ts"]):
+        args = call["args"]
+        dtype = dtype_name(args.get("dtype"))
+        op = op_name(args.get("Collective name"))
+        # bytes as NCCL counts them: a reduce-scatter's count is each rank's output
+        nelems = int_or_none(args.get("Out msg nelems" if op == "reduce_scatter" else "In msg nelems"))
+        row = {
+            "op": op,
+            "source_op": str(args.get("Collective name"))[:64],
+            "bytes": nelems * DTYPE_BYTES[dtype] if nelems is not None and dtype else None,
+            "dtype": dtype,
+            "comm": str(args["Process Group Name"])[:64] if "Process Group Name" in args else None,
+            "comm_size": int_or_none(args.get("Group size")),
+            "rank": int_or_none(args.get("Rank")),
+            "call": (call["ts"], call["end"]),
+            "line": call["line"],
+        }
+        nested = next(
+            (
+                w
+                for w in works_by_tid.get(call["tid"], [])
+                if id(w) not in used and call["ts"] <= w["ts"] <= call["end"]
+            ),
+            None,
+        )
+        if nested is not None:
+            used.add(id(nested))
+        kernel = trace.comm_kernels.get(call["ext"]) if call["ext"] is not None else None
+        gpu = trace.gpu_work.get(nested["ext"]) if nested is not None and nested["ext"] is not None else None
+        if kernel is not None or gpu is not None:
+            row["span"], row["time_source"] = tuple(kernel or gpu), "gpu_kernel"
+        rows.append(row)
+    # Work annotations no call encloses: gloo runs each on its own thread. They pair with the calls
+    # of their operation that have no work yet (record_param_comms, else c10d::op), in issue order.
+    pending = [w for w in sorted(trace.works, key=lambda w: w["ts"]) if id(w) not in used]
+    waiting = (
+        [r for r in rows if "span" not in r]
+        if trace.calls
+        else [
+            {"op": op_name(c["name"]), "call": (c["ts"], c["end"]), "line": c["line"], "c10d": True}
+            for c in sorted(trace.c10d, key=lambda c: c["ts"])
+        ]
+    )
+    for work in pending:
+        op = op_name(work["op"])
+        call = next((r for r in waiting if r["op"] == op and "span" not in r), None)
+        size, dtype = _message(work["args"])
+        gpu = trace.gpu_work.get(work["ext"]) if work["ext"] is not None else None
+        row = call if call is not None else {"op": op, "line": work["line"]}
+        row.update(source_op=row.get("source_op") or work["name"], span=gpu or (work["ts"], work["end"]))
+        row["backend"] = work["backend"].lower()
+        row["time_source"] = "gpu_kernel" if gpu else "backend_work"
+        if row.get("bytes") is None:
+            row["bytes"], row["dtype"] = size, row.get("dtype") or dtype
+        if call is None:
+            rows.append(row)
+    rows += [r for r in waiting if r.get("c10d") and "span" in r]
+    pg = info.get("pg_config") if isinstance(info.get("pg_config"), list) else []
+    only_pg = pg[0] if len(pg) == 1 and isinstance(pg[0], dict) else {}
+    for row in rows:
+        row.setdefault("comm", str(only_pg["pg_name"])[:64] if "pg_name" in only_pg else None)
+        size = int_or_none(only_pg.get("pg_size")) or int_or_none(info.get("world_size"))
+        row.setdefault("comm_size", size)
+        if row.get("rank") is None:
+            row["rank"] = int_or_none(info.get("rank"))
+    return rows
+
+
+def parse(path: Path) -> ParsedLog:
+    """Every collective, step and GPU activity of the trace, streamed."""
+    bad = BadLines()
+    records = TraceRecords(path, bad)
+    trace = _Trace()
+    for line, rec in records:
+        trace.add(line, rec, bad)
+    meta = records.meta
+    info = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    base = int_or_none(meta.get("baseTimeNanoseconds"))
+    method = "baseTimeNanoseconds"
+    if base is None and trace.min_ts is not None and trace.min_ts >= ABSOLUTE_US * 1000:
+        base, method = 0, "absolute_us"  # traces written before Kineto had a base: Unix µs
+    elif base is None and trace.min_ts is not None:
+        bad.add(0, "", "no baseTimeNanoseconds: the trace's times stay relative and are not stored")
+    rows = _assemble(trace, info)
+    rank = int_or_none(info.get("rank"))
+    backend = str(info["backend"]).lower()[:32] if isinstance(info.get("backend"), str) else None
+    host = meta["host_name"][:255] if isinstance(meta.get("host_name"), str) else None
+    name = Path(path).name
+
+    def unix(t: int | None) -> int | None:
+        return None if t is None or base is None else base + t
+
+    step_starts = sorted((s["start"], n, s["end"]) for n, s in trace.steps.items() if "start" in s)
+    keys = [s[0] for s in step_starts]
+
+    def step_of(t: int | None) -> int | None:
+        i = bisect.bisect_right(keys, t) - 1 if t is not None else -1
+        return step_starts[i][1] if i >= 0 and t < step_starts[i][2] else None
+
+    out = Columns(TABLES["collectives"])
+    rows.sort(key=lambda r: (r.get("call") or r["span"])[0])
+    seqs: dict[object, int] = {}
+    for row in rows:
+        span, call = row.get("span"), row.get("call")
+        seq = seqs[row["comm"]] = seqs.get(row["comm"], -1) + 1
+        out.add(
+            file=name,
+            source=SOURCE,
+            backend=row.get("backend") or backend,
+            host=host,
+            pid=trace.pid,
+            rank=row["rank"],
+            comm=row["comm"],
+            comm_size=row["comm_size"],
+            op=row["op"],
+            source_op=row.get("source_op"),
+            seq=seq,
+            bytes=row.get("bytes"),
+            dtype=row.get("dtype"),
+            start_ns=unix((span or call)[0]),
+            end_ns=unix((span or call)[1]),
+            time_source=row.get("time_source", "cpu_call"),
+            call_start_ns=unix(call[0]) if call else None,
+            call_end_ns=unix(call[1]) if call else None,
+            step=step_of((call or span)[0]),
+            line=row["line"],
+        )
+    note_empty(out.rows + len(trace.steps), bad, "PyTorch profiler step or collective")
+    steps = Columns(TABLES["profiler_steps"])
+    for n, s in sorted(trace.steps.items()):
+        steps.add(
+            file=name,
+            pid=trace.pid,
+            rank=rank,
+            step=n,
+            start_ns=unix(s.get("start")),
+            end_ns=unix(s.get("end")),
+            gpu_start_ns=unix(s.get("gpu_start")),
+            gpu_end_ns=unix(s.get("gpu_end")),
+        )
+    clocks = Columns(TABLES["collective_clocks"])
+    clocks.add(
+        file=name,
+        source=SOURCE,
+        host=host,
+        pid=trace.pid,
+        rank=rank,
+        method=method if base is not None else "none",
+        offset_ns=base,
+        error_ns=ERROR_NS,
+        anchors=None,
+        collectives=out.rows,
+    )
+    return ParsedLog(
+        out.table(),
+        bad.count,
+        bad.examples,
+        more={
+            "collective_clocks": clocks.table(),
+            "profiler_steps": steps.table(),
+            "profiler_kernels": _kernels(trace, name, rank, base),
+        },
+    )
+
+
+def _kernels(trace: _Trace, file: str, rank: int | None, base: int | None) -> pa.Table:
+    """The GPU activities as a table (empty when the trace's times cannot be placed)."""
+    k = trace.kernels
+    n = len(k["start"]) if base is not None else 0
+    if base:
+        k["start"] = array("q", (t + base for t in k["start"]))
+        k["end"] = array("q", (t + base for t in k["end"]))
+
+    def ints(key: str) -> pa.Array:
+        return int_array(k[key] if n else array("q"), [], n)
+
+    return pa.table(
+        {
+            "worker": pa.nulls(n, pa.string()),
+            "file": pa.array([file] * n, pa.string()),
+            "pid": pa.array([trace.pid] * n, pa.int64()),
+            "rank": pa.array([rank] * n, pa.int32()),
+            "device": ints("device").cast(pa.int32(), safe=False),
+            "stream": ints("stream"),
+            "kind": pa.DictionaryArray.from_arrays(ints("kind").cast(pa.int32()), pa.array(_KINDS)).cast(
+                pa.string()
+            ),
+            "start_ns": ints("start"),
+            "end_ns": ints("end"),
+        },
+        schema=TABLES["profiler_kernels"],
+    )
+
+
+PARSER = LogParser(
+    table="collectives",
+    detect=detect,
+    parse=parse,
+    more_tables=("collective_clocks", "profiler_steps", "profiler_kernels"),
+)
