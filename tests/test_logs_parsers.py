@@ -216,6 +216,17 @@ def test_horovod_timeline_garbage_between_records_is_counted(tmp_path: Path) -> 
     assert _frame(parsed).height == 24
 
 
+def test_horovod_timeline_event_with_a_list_for_pid_is_a_bad_line(tmp_path: Path) -> None:
+    """Before: `"pid": [1]` raised TypeError (unhashable) out of the parser, a traceback in ingest."""
+    text = (DATA / "horovod_timeline.json").read_text()
+    broken = text.replace('{"ph": "E", "ts": 1068, "pid": 1}', '{"ph": "E", "ts": 1068, "pid": [1]}')
+    assert broken != text
+    parsed = horovod_timeline.parse(_damaged(tmp_path, "t.json", broken))
+    assert parsed.bad_lines == 1
+    assert "pid is not a number or a string" in parsed.first_bad[0]
+    assert _frame(parsed).height == 25
+
+
 def test_horovod_timeline_without_anchor_has_relative_time_only(tmp_path: Path) -> None:
     text = (
         (DATA / "horovod_timeline.json").read_text().replace('"start_time_since_epoch_in_micros"', '"other"')
