@@ -50,7 +50,7 @@ checked AS (  -- an unknown method is an error, not a silent default
 ),
 w AS (  -- the span holds n complete windows, anchored at its start (`+ s.zero`: sized before
         -- the packets are read, which join w)
-    SELECT run, start_ns, lo_ns, (hi_ns - lo_ns) // window_ns::BIGINT + s.zero AS n
+    SELECT run, start_ns, lo_ns + s.zero AS lo_ns, (hi_ns - lo_ns) // window_ns::BIGINT AS n
     FROM sized AS s, run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
 ),
 binned AS (

@@ -63,12 +63,13 @@ checked AS (  -- the grid's rows, counted once its series are known: grid_check 
     FROM span AS sp
     JOIN (SELECT run, count(*) AS n FROM labelled GROUP BY run) AS l ON l.run = sp.run
 ),
-grid AS (  -- `+ c.zero`: no bin is made before the check has run
+grid AS (  -- `c.zero = 0`: joined to the check, no bin is made before it has run
     SELECT s.run, s.src_worker, s.dst_worker, s.series, sp.start_ns, g.k
     FROM labelled AS s
     JOIN span AS sp ON sp.run = s.run
     CROSS JOIN checked AS c,
-    range(sp.k_lo, sp.k_hi + 1 + c.zero) AS g(k)
+    range(sp.k_lo, sp.k_hi + 1) AS g(k)
+    WHERE c.zero = 0
 )
 SELECT
     g.run,
