@@ -139,3 +139,39 @@ def test_a_horovod_timeline_is_read_record_by_record_into_batches(tmp_path: Path
         )
     finally:
         con.close()
+
+
+def test_a_gzip_compressed_line_log_is_read_through_gzip_and_a_cut_one_keeps_its_lines(
+    tmp_path: Path,
+) -> None:
+    """Ingest offers a .csv.gz to the parsers and detects it through gzip, but the line parsers read
+    its compressed bytes as text before (3 rows of garbage from this cut file). A stream cut
+    short ends the file there, in one problem line, with the rows before it kept."""
+    import gzip
+
+    text = (LOGS / "wandb_history_seed002.csv").read_text()
+    head, *rows = text.splitlines(keepends=True)
+    run = tmp_path / "runs" / SAMPLE_RUN.name
+    shutil.copytree(SAMPLE_RUN, run)
+    (run / "wandb.csv.gz").write_bytes(gzip.compress(text.encode()))
+    long = gzip.compress((head + "".join(rows) * 3000).encode())
+    (run / "cut.csv.gz").write_bytes(long[: len(long) // 2])
+    plain = tmp_path / "wandb.csv"
+    plain.write_text(text)
+    parser = detect_parser(plain)
+    assert parser is not None
+    expected = parser.parse(plain).table.num_rows
+    before_cut = parser.parse(run / "cut.csv.gz").table.num_rows
+    assert before_cut > 1000 * expected  # the lines before the cut
+    out = tmp_path / "ds"
+    measured = _ingest_measured(tmp_path / "runs", out)
+    assert measured["rc"] == 3, measured
+    problems = [line for line in measured["stderr"].splitlines() if line.startswith("problem: ")]
+    assert len(problems) == 1, problems
+    assert f"{run / 'cut.csv.gz'}: 1 unparseable line(s)" in problems[0]
+    assert "(compressed stream damaged: Compressed file ended before the end-of-stream marker" in problems[0]
+    con = duckdb.connect(str(out / "tracecore.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM wandb_history").fetchone()[0] == expected + before_cut
+    finally:
+        con.close()

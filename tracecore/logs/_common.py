@@ -7,7 +7,9 @@ Parsers never raise on content: the worst file is an empty table with its bad li
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracecore.logs import ParsedLog
+from tracecore.logs._text import open_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -35,33 +38,50 @@ def log_lines(path: Path, bad: BadLines) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line of a log, streamed (`bounded_lines`): a line longer than
     MAX_LINE characters is counted as a bad line and not read into memory. Why: the parsers read
     whole files before, so a 1 GB file (one sparse, NUL-filled line) took 2.2 GB of memory.
+    A damaged gzip stream ends the file there, counted once, with the lines before it kept.
     An unreadable file raises OSError, which ingest reports per file (it keeps going with the rest)."""
-    for line_no, text, cut in bounded_lines(path, MAX_LINE):
-        if cut:
-            bad.add(line_no, text[:24], f"longer than {MAX_LINE:,} characters; not read")
-        else:
-            yield line_no, text
+    line_no = 0
+    try:
+        for line_no, text, cut in bounded_lines(path, MAX_LINE):
+            if cut:
+                bad.add(line_no, text[:24], f"longer than {MAX_LINE:,} characters; not read")
+            else:
+                yield line_no, text
+    except DamagedStreamError as err:
+        bad.add(line_no + 1, "", str(err))
+
+
+class DamagedStreamError(OSError):
+    """A compressed log whose stream breaks off or fails its check partway through."""
 
 
 def bounded_lines(path: Path, max_chars: int) -> Iterator[tuple[int, str, bool]]:
     """(line number, text without line end, cut short?) for each line, streamed: a line longer than
     `max_chars` yields its first `max_chars` characters and the rest is skipped unread into memory,
     so one hostile multi-gigabyte line costs no more than a normal one."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+    with open_text(path) as fh:
         line_no = 0
         while True:
-            text = fh.readline(max_chars + 1)
+            text = _read(fh, max_chars + 1)
             if not text:
                 return
             line_no += 1
             cut = len(text) > max_chars and not text.endswith("\n")
             if cut:
                 while True:  # skip the rest of this line in bounded pieces
-                    rest = fh.readline(1 << 16)
+                    rest = _read(fh, 1 << 16)
                     if not rest or rest.endswith("\n"):
                         break
                 text = text[:max_chars]
             yield line_no, text.rstrip("\r\n"), cut
+
+
+def _read(fh, size: int) -> str:
+    """One line of at most `size` characters; a damaged compressed stream raises DamagedStreamError."""
+    try:
+        return fh.readline(size)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise DamagedStreamError(f"compressed stream damaged: {err or 'cut short'}") from None
 
 
 def seconds_to_ns(text: str) -> int:
