@@ -35,6 +35,9 @@ def check_file(out: Path | None) -> None:
 
 
 def check_folder(out_dir: Path) -> None:
-    """One line, not a traceback, for an output folder that is a file."""
+    """One line, not a traceback, for an output folder that is a file; a new one is made only in a
+    folder that exists (a mistyped path must not become a chain of folders, as root even under /)."""
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"cannot write into {out_dir}: it is a file, not a folder")
+    if not out_dir.exists() and not out_dir.absolute().parent.is_dir():
+        raise UsageError(f"cannot write into {out_dir}: no folder {out_dir.absolute().parent}")

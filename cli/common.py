@@ -15,6 +15,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from tracecore.errors import ExitCode, TracecoreError
+from tracecore.terminal import safe
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,11 +30,11 @@ def boundary(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except TracecoreError as err:
-            typer.echo(f"Error: {err}", err=True)
+        except TracecoreError as err:  # messages name files and runs: text from outside (terminal.safe)
+            typer.echo(f"Error: {safe(str(err))}", err=True)
             raise typer.Exit(err.exit_code) from None
         except KeyboardInterrupt as err:  # an Interrupted says what state it left, and its exit code
-            typer.echo(str(err) or "Interrupted; nothing half-written was kept.", err=True)
+            typer.echo(safe(str(err)) or "Interrupted; nothing half-written was kept.", err=True)
             raise typer.Exit(getattr(err, "exit_code", ExitCode.INTERRUPTED)) from None
         except BrokenPipeError:
             # `tracecore read x.pcap | head`: the reader went away, which is not an error.

@@ -26,9 +26,11 @@ def demo(
     Examples:
       $ tracecore demo --out demo
     """
+    import shlex
     import sys
 
     from tracecore.cli.ingest import print_summary
+    from tracecore.cli.options import DATA_ENV
     from tracecore.cli.output import render
     from tracecore.demo import SHOWN, run_demo
     from tracecore.sample import SAMPLE_RUN
@@ -39,5 +41,8 @@ def demo(
     for shown in SHOWN:
         typer.secho(f"\n{shown.question}   [tracecore query {shown.view}]", bold=True)
         typer.echo(render(result.tables[shown.view], None), nl=False)
-    typer.echo(f"\nDataset: {result.data_dir}   (next: tracecore query --list --data {result.data_dir})")
+    data = result.data_dir.resolve()
+    typer.echo(f"\nDataset: {data}")
     typer.echo(f"Report:  {result.report.resolve() if result.report else '(none)'}")
+    # the README's commands read ./tracecore-data or $TRACECORE_DATA: this line points them here
+    typer.echo(f"Next:    export {DATA_ENV}={shlex.quote(str(data))}   # then: tracecore query --list")

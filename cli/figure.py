@@ -117,8 +117,9 @@ def figure(
     if name is None:
         raise UsageError("give a figure name, or --list to see them")
     figures.get(name)  # an unknown name fails before the dataset is opened
+    from tracecore.cli.destination import save_chart, writing
     from tracecore.figures.options import FigureOptions
-    from tracecore.figures.render import DATA_FORMATS, check_suffix, save, save_data
+    from tracecore.figures.render import DATA_FORMATS, check_suffix, save_data
     from tracecore.query import parse_duration_ns, with_dataset
 
     if scale is not None and scale <= 0:
@@ -143,6 +144,7 @@ def figure(
     if data_out is not None:
         check_file(check_suffix(data_out, DATA_FORMATS))
     chart = with_dataset(data, lambda con: figures.build(con, name, run, options))
-    typer.echo(f"wrote {save(chart, target, scale=scale)}", err=True)
+    typer.echo(f"wrote {save_chart(chart, target, scale=scale)}", err=True)
     if data_out is not None:
-        typer.echo(f"wrote {save_data(chart, data_out)}", err=True)
+        with writing(data_out):
+            typer.echo(f"wrote {save_data(chart, data_out)}", err=True)

@@ -85,8 +85,10 @@ def print_summary(summary: IngestSummary) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from tracecore.terminal import safe
+
     console = Console(stderr=True)
-    table = Table(title=escape(f"ingest → {summary.out}"), title_justify="left")
+    table = Table(title=escape(safe(f"ingest → {summary.out}")), title_justify="left")
     for col, justify in (
         ("run", "left"),
         ("worker", "left"),
@@ -105,10 +107,10 @@ def print_summary(summary: IngestSummary) -> None:
         "removed": "magenta",
     }
     for c in sorted(summary.captures, key=lambda c: (c.run, c.worker or "", c.file)):
-        table.add_row(  # names come from the user's folders: escaped, never read as Rich markup
-            escape(c.run),
-            escape(c.worker or "-"),
-            escape(c.file),
+        table.add_row(  # names come from the user's folders: never read as Rich markup or control codes
+            escape(safe(c.run)),
+            escape(safe(c.worker or "-")),
+            escape(safe(c.file)),
             f"[{style.get(c.status, '')}]{c.status}",
             f"{c.packets:,}",
             f"{c.input_bytes / 1e6:,.1f}",
@@ -124,7 +126,7 @@ def print_summary(summary: IngestSummary) -> None:
     lines += [("red", "problem", f"{path}: {reason}") for path, reason in summary.problems]
     lines += [("yellow", "warning", warning) for warning in summary.warnings]
     for colour, label, text in lines:  # whole lines: a log or a grep must see every name uncut
-        console.print(f"[{colour}]{label}[/]: {escape(text)}", highlight=False, soft_wrap=True)
+        console.print(f"[{colour}]{label}[/]: {escape(safe(text))}", highlight=False, soft_wrap=True)
     pps, bps = summary.rate()
     console.print(
         f"{len(summary.runs)} run(s), {summary.packets:,} packets read in {summary.seconds:.2f} s "

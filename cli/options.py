@@ -96,7 +96,9 @@ Scheduler = Annotated[
     typer.Option(
         "--scheduler",
         envvar="TRACECORE_SCHEDULER",
-        help="Dask scheduler (tcp://HOST:8786): run the work on its cluster (pip install 'tracecore[dask]').",
+        # \\[: help text is Rich markup, where a bare [dask] is a style tag and vanishes
+        help="Dask scheduler (tcp://HOST:8786): run the work on its cluster "
+        "(pip install 'tracecore\\[dask]').",
         show_default="this machine",
     ),
 ]

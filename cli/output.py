@@ -5,11 +5,9 @@ NaN/decimal rule (`tracecore.json_values`); pyarrow and rich load only when used
 
 from __future__ import annotations
 
-import contextlib
 import io
 import itertools
 import json
-import sys
 from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
@@ -18,8 +16,8 @@ from typing import TYPE_CHECKING, TextIO
 import typer
 
 from tracecore.cli.checks import check_destination, check_file
+from tracecore.cli.destination import save_chart, sink, writing
 from tracecore.cli.fit import fit, terminal_width
-from tracecore.figures.render import save
 from tracecore.json_values import json_rows
 
 if TYPE_CHECKING:
@@ -38,8 +36,8 @@ def emit(table: pa.Table, fmt: Format, out: Path | None, limit: int | None = Non
     check_destination(fmt, out, limit)
     table = table if limit is None else table.slice(0, limit)
     if fmt is Format.table:
-        with _sink(out) as sink:
-            sink.write(render(table, limit if limit is not None else TABLE_ROWS, terminal_width(out)))
+        with sink(out) as text:
+            text.write(render(table, limit if limit is not None else TABLE_ROWS, terminal_width(out)))
     else:
         write_batches(table.schema, table.to_batches(), fmt, out)
     if out is not None:
@@ -53,17 +51,17 @@ def emit_model(result: ModelResult, fmt: Format, out: Path | None, figure: Path 
     tables = [(title, frame.to_arrow()) for title, frame in result.tables]
     if fmt is Format.table:
         width = terminal_width(out)
-        with _sink(out) as sink:
-            sink.write("".join(f"{title}\n{render(table, None, width)}\n" for title, table in tables))
-            sink.write(f"{result.note}\n" if result.note else "")
+        with sink(out) as text:
+            text.write("".join(f"{title}\n{render(table, None, width)}\n" for title, table in tables))
+            text.write(f"{result.note}\n" if result.note else "")
     elif fmt is Format.json:
         payload = {title: json_rows(table.to_pylist()) for title, table in tables}
-        with _sink(out) as sink:
-            sink.write(json.dumps(payload, indent=1, default=str, ensure_ascii=False, allow_nan=False) + "\n")
+        with sink(out) as text:
+            text.write(json.dumps(payload, indent=1, default=str, ensure_ascii=False, allow_nan=False) + "\n")
     else:
         write_batches(tables[0][1].schema, tables[0][1].to_batches(), fmt, out)
     if figure is not None:
-        typer.echo(f"figure written to {save(result.chart(), figure)}", err=True)
+        typer.echo(f"figure written to {save_chart(result.chart(), figure)}", err=True)
 
 
 def write_batches(
@@ -74,17 +72,15 @@ def write_batches(
     if fmt is Format.parquet:
         import pyarrow.parquet as pq
 
-        with pq.ParquetWriter(out, schema) as writer:
+        with writing(out):
+            writer = pq.ParquetWriter(out, schema)
+        with writing(out), writer:
             for batch in batches:
                 writer.write_batch(batch)
         return
     write_text = {Format.csv: _write_csv, Format.json: _write_json}[fmt]  # `table` is each command's own
-    with _sink(out) as sink:
-        write_text(schema, batches, sink)
-
-
-def _sink(out: Path | None) -> contextlib.AbstractContextManager[TextIO]:
-    return contextlib.nullcontext(sys.stdout) if out is None else out.open("w", encoding="utf-8", newline="")
+    with sink(out) as text:
+        write_text(schema, batches, text)
 
 
 def _write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: TextIO) -> None:
@@ -121,16 +117,18 @@ def render(table: pa.Table, limit_rows: int | None, width: int | None = None) ->
     from rich.table import Table
     from rich.text import Text
 
+    from tracecore.terminal import safe
+
     shown = table if limit_rows is None else table.slice(0, limit_rows)
-    rows = [[_cell(v) for v in row.values()] for row in shown.to_pylist()]
-    widths = [max([len(field.name), *(len(r[i]) for r in rows)]) for i, field in enumerate(table.schema)]
+    rows = [[safe(_cell(v)) for v in row.values()] for row in shown.to_pylist()]
+    names = [safe(name) for name in table.schema.names]
+    widths = [max([len(name), *(len(r[i]) for r in rows)]) for i, name in enumerate(names)]
     numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
-    names = table.schema.names
     plan = fit(names, widths, [not n for n in numeric], width)  # width None: whole, for pipes and files
     grid = Table(box=SIMPLE_HEAD, header_style="bold", pad_edge=False)
     for k, i in enumerate(plan.shown):
         grid.add_column(Text(names[i]), justify="right" if numeric[i] else "left", **plan.column(k))
-    for row in rows:  # Text: values are data (run names, SQL strings), never read as Rich markup
+    for row in rows:  # Text, safe: values are data (run names, SQL strings), never markup or control codes
         grid.add_row(*(Text(row[i]) for i in plan.shown))
     buf = io.StringIO()
     Console(file=buf, width=plan.console_width(), force_terminal=False, color_system=None).print(grid)

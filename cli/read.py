@@ -7,7 +7,6 @@ tshark's packet list; CSV, JSON and Parquet are the packet schema, written by `c
 from __future__ import annotations
 
 import itertools
-import sys
 from pathlib import Path
 from typing import Annotated, TextIO
 
@@ -15,6 +14,7 @@ import typer
 
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
+from tracecore.cli.destination import sink
 from tracecore.cli.options import FormatOpt, Limit, Out
 from tracecore.cli.output import Format, write_batches
 
@@ -55,6 +55,7 @@ def read(
     """
     from tracecore.reader import CaptureReader
     from tracecore.schema import PACKET_SCHEMA
+    from tracecore.terminal import safe
 
     check_destination(fmt, out, limit)
     reader = CaptureReader(file, batch_rows=1 << 16)
@@ -64,14 +65,12 @@ def read(
         batches = itertools.chain([] if first is None else [first], batches)
         if fmt is not Format.table:
             write_batches(PACKET_SCHEMA, batches, fmt, out)
-        elif out is None:
-            _write_lines(batches, sys.stdout)
         else:
-            with out.open("w", encoding="utf-8", newline="") as sink:
-                _write_lines(batches, sink)
+            with sink(out) as text:
+                _write_lines(batches, text)
     finally:
         for warning in reader.warnings:
-            typer.echo(f"Warning: {warning}", err=True)
+            typer.echo(f"Warning: {safe(warning)}", err=True)
 
 
 def _limited(batches, limit: int | None):

@@ -31,11 +31,14 @@ def report(
     Examples:
       $ tracecore report report/ --run torch_ddp-resnet8w8-sgd-16-gloo-normal-ring
     """
+    from tracecore.cli.destination import writing
     from tracecore.report import write_report
 
     check_folder(out_dir)
     if not sys.stderr.isatty():
-        typer.echo(str(write_report(data, out_dir, runs=runs)))
+        with writing(out_dir):
+            page = write_report(data, out_dir, runs=runs)
+        typer.echo(str(page))
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -47,5 +50,6 @@ def report(
         def progress(done: int, total: int, name: str) -> None:
             bar.update(task, completed=done, total=total, description=name)
 
-        page = write_report(data, out_dir, runs=runs, progress=progress)
+        with writing(out_dir):
+            page = write_report(data, out_dir, runs=runs, progress=progress)
     typer.echo(str(page))

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from tracecore.cli.common import PlainUsage, boundary
+from tracecore.runners.experiment import MAX_RUNS  # light: the model, no backend
 
 
 def register(app: typer.Typer) -> None:
@@ -57,6 +58,10 @@ def run(
             show_default="no new keys",
         ),
     ] = None,
+    max_runs: Annotated[
+        int,
+        typer.Option("--max-runs", min=1, help="Refuse a matrix of more runs (counted before excludes)."),
+    ] = MAX_RUNS,
 ) -> None:
     """Expand EXPERIMENT's matrix into runs and capture each into pcaps/<run-name>/.
 
@@ -67,9 +72,10 @@ def run(
       $ tracecore run experiment.toml --dry-run
     """
     from tracecore.runners.execute import run_experiment
+    from tracecore.terminal import safe
 
-    def progress(message: str) -> None:
-        typer.echo(message, err=True)
+    def progress(message: str) -> None:  # run names, hosts and remote output: escaped
+        typer.echo(safe(message), err=True)
 
     result = run_experiment(
         experiment,
@@ -81,9 +87,10 @@ def run(
         overrides=overrides,
         progress=progress,
         trust=trust,
+        max_runs=max_runs,
     )
-    if isinstance(result, str):
-        typer.echo(result, nl=False)
+    if isinstance(result, str):  # the dry run's commands, line by line
+        typer.echo("\n".join(safe(line) for line in result.split("\n")), nl=False)
         return
     for outcome in result.outcomes:
-        typer.echo(f"{outcome.status:8} {outcome.name}  {outcome.folder or ''}")
+        typer.echo(safe(f"{outcome.status:8} {outcome.name}  {outcome.folder or ''}"))

@@ -1,7 +1,7 @@
 """`tracecore sql "SELECT …"`: ad hoc SQL over the dataset's catalog, with every view available.
 
-The catalog is opened read-only and the connection locked down (one SELECT or EXPLAIN, only the
-dataset's part files readable), so a query cannot change the dataset; `--unsafe` lifts that.
+The catalog is opened read-only and the connection locked down (one SELECT or an EXPLAIN of one,
+only the dataset's part files readable), so a query cannot change the dataset; `--unsafe` lifts that.
 Output formats are those of `tracecore query`.
 """
 

@@ -40,13 +40,18 @@
 CREATE OR REPLACE MACRO link_ci(window_ns := 1000000000, src := NULL, dst := NULL, runs := NULL, from_ns := NULL,
                                 to_ns := NULL, by_pair := true, method := 't') AS TABLE
 WITH
+sized AS (  -- the samples' number, estimated from the small tables: grid_check stops one too large
+    SELECT grid_check(rows, window_ns) AS zero
+    FROM grid_rows(bin_ns := window_ns, runs := runs, from_ns := from_ns, to_ns := to_ns, by_pair := by_pair)
+),
 checked AS (  -- an unknown method is an error, not a silent default
     SELECT CASE WHEN method IN ('t', 'normal', 'bootstrap') THEN method
                 ELSE error('method must be t, normal or bootstrap, not ' || method) END AS method
 ),
-w AS (  -- the span holds n complete windows, anchored at its start
-    SELECT run, start_ns, lo_ns, (hi_ns - lo_ns) // window_ns::BIGINT AS n
-    FROM run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
+w AS (  -- the span holds n complete windows, anchored at its start (`+ s.zero`: sized before
+        -- the packets are read, which join w)
+    SELECT run, start_ns, lo_ns + s.zero AS lo_ns, (hi_ns - lo_ns) // window_ns::BIGINT AS n
+    FROM sized AS s, run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
 ),
 binned AS (
     SELECT p.run,

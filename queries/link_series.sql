@@ -58,11 +58,18 @@ labelled AS (  -- the series to show: worker pairs that carry traffic, labelled,
     LEFT JOIN worker_pairs AS wp ON by_pair AND wp.pair = b.series
     WHERE NOT by_pair OR wp.pair IS NOT NULL
 ),
-grid AS (
+checked AS (  -- the grid's rows, counted once its series are known: grid_check stops one that is too large
+    SELECT grid_check(sum((sp.k_hi - sp.k_lo + 1) * l.n), bin_ns) AS zero
+    FROM span AS sp
+    JOIN (SELECT run, count(*) AS n FROM labelled GROUP BY run) AS l ON l.run = sp.run
+),
+grid AS (  -- `c.zero = 0`: joined to the check, no bin is made before it has run
     SELECT s.run, s.src_worker, s.dst_worker, s.series, sp.start_ns, g.k
     FROM labelled AS s
-    JOIN span AS sp ON sp.run = s.run,
+    JOIN span AS sp ON sp.run = s.run
+    CROSS JOIN checked AS c,
     range(sp.k_lo, sp.k_hi + 1) AS g(k)
+    WHERE c.zero = 0
 )
 SELECT
     g.run,

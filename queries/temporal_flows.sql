@@ -38,10 +38,14 @@ flows AS (
     FROM binned
     GROUP BY run, src_ip, dst_ip, src_port, dst_port
 ),
-filled AS (
+checked AS (  -- the grid's rows, counted once the flows are known: grid_check stops one that is too large
+    SELECT grid_check(sum(k1 - k0 + 1), bin_ns) AS zero FROM flows
+),
+filled AS (  -- `+ c.zero`: no bin is made before the check has run
     SELECT f.run, f.flow_id, f.src_ip, f.dst_ip, f.src_port, f.dst_port, g.k, coalesce(b.bytes, 0)::BIGINT AS bytes
     FROM flows AS f
-    CROSS JOIN range(f.k0, f.k1 + 1) AS g(k)
+    CROSS JOIN checked AS c
+    CROSS JOIN range(f.k0, f.k1 + 1 + c.zero) AS g(k)
     LEFT JOIN binned AS b
         ON b.run = f.run AND b.src_ip = f.src_ip AND b.dst_ip = f.dst_ip
         AND b.src_port = f.src_port AND b.dst_port = f.dst_port AND b.k = g.k

@@ -27,11 +27,12 @@ from tracecore.ingest.runname import format_loss
 from tracecore.runners import nccl_env, preflight
 from tracecore.runners.backend import Backend, Step, env_argv, host_tcpdump_argv
 from tracecore.runners.clocks import measure_offsets
-from tracecore.runners.experiment import Experiment, ExperimentError, RunSpec, load_experiment
+from tracecore.runners.experiment import MAX_RUNS, Experiment, ExperimentError, RunSpec, load_experiment
 from tracecore.runners.launchers import DDP_META, HostCommand, host_commands
 from tracecore.runners.loss import NETEM_UNTESTED, choose_method
 from tracecore.runners.rundir import staged_run_dir, write_run_toml
 from tracecore.runners.signals import as_interrupts
+from tracecore.terminal import safe
 
 IDLE_HEAD_S = 0.3  # capture before training starts, so the first packets are never missed
 Progress = Callable[[str], None]
@@ -190,10 +191,11 @@ def run_experiment(
     overrides: list[str] | None = None,
     progress: Progress | None = None,
     trust: str | None = None,
+    max_runs: int = MAX_RUNS,
 ) -> ExperimentResult | str:
     """Run (or with `dry`, print) the experiment; raises RunsFailedError when any run failed.
     `trust` ("w0,w1" or "all") records those hosts' keys first (ssh)."""
-    exp = load_experiment(path, overrides, only)
+    exp = load_experiment(path, overrides, only, max_runs)
     backend = make_backend(exp)
     out_root = Path(exp.settings.out).resolve()
     complete = {s.name for s in exp.runs if (out_root / s.name / "run.toml").is_file()}
@@ -420,13 +422,8 @@ def log_tail(path: Path, lines: int = 3, width: int = 240) -> str:
     except OSError:
         return ""
     kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
-    shown = [ascii_safe(line)[:width] for line in kept]
+    shown = [safe(line)[:width] for line in kept]
     return " | ".join(shown)
-
-
-def ascii_safe(text: str) -> str:
-    """Text with control characters (ESC, BEL, CR…) written as escapes."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _absorb_ddp_meta(run_dir: Path, record: dict) -> None:

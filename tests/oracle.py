@@ -42,9 +42,11 @@ IB_OPERATION_HEADERS: dict[int, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-def wrap_int64(ns: int) -> int:
-    """Timestamps outside int64 ns (before 1678, after 2262) wrap, as in the kernel."""
-    return ((ns + 2**63) % 2**64) - 2**63
+def int64_ns(ns: int) -> int:
+    """A packet's time, which must fit int64 ns (the kernel refuses a later one as corrupt)."""
+    if ns > 2**63 - 1:
+        raise ValueError(f"timestamp {ns} ns past int64")
+    return ns
 
 
 @dataclass
@@ -115,6 +117,8 @@ def _walk_pcap(path: object, data: bytes, out: list[Record], warnings: list[str]
             cap, orig = orig, cap
         if cap > limit:
             raise CaptureError(path, f"corrupt record: captured length {cap}", pos, len(out))
+        if orig == 0:
+            raise CaptureError(path, "corrupt record: original length 0", pos, len(out))
         if pos + 16 + cap > len(data):
             warnings.append(f"{path}: truncated record at byte offset {pos}")
             return
@@ -176,13 +180,17 @@ def _walk_pcapng(path: object, data: bytes, out: list[Record], warnings: list[st
                     raise ValueError(f"packet for undeclared interface {ifid}")
                 if start + cap > len(body):
                     raise ValueError(f"captured length {cap} overruns its block")
+                if orig == 0:
+                    raise ValueError("original length 0")
                 iface = ifaces[ifid]
-                last_ts = wrap_int64(iface.tsres.to_ns((hi << 32) | lo))
+                last_ts = int64_ns(iface.tsres.to_ns((hi << 32) | lo))
                 out.append(Record(last_ts, orig, cap, ifid, iface.link_type, body[start : start + cap], pos))
             elif btype == 3:
                 if not ifaces:
                     raise ValueError("simple packet block before any interface")
                 (orig,) = struct.unpack_from(order + "I", body)
+                if orig == 0:
+                    raise ValueError("original length 0")
                 cap = min(orig, len(body) - 4)
                 if ifaces[0].snaplen:
                     cap = min(cap, ifaces[0].snaplen)

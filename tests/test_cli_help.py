@@ -219,3 +219,19 @@ def test_query_describe_shows_defaults_and_units() -> None:
     assert plain[2:4] == ["Parameters: none", "Columns:"]
     across = runner.invoke(app, ["query", "train_duration", "--describe"]).output.splitlines()
     assert across[1] == "On a Dask cluster (--scheduler): not split (it needs every run at once): runs here"
+
+
+@pytest.mark.parametrize("path", [p for p, _ in ALL], ids=lambda p: " ".join(p) or "tracecore")
+def test_brackets_in_help_survive_rich_markup(path: tuple[str, ...]) -> None:
+    """An option's help shows its brackets as written: Rich took `[dask]` for a style tag and the
+    --scheduler help said `pip install 'tracecore'` (issue 25, item 9)."""
+    command = dict(ALL)[path]
+    rows = option_rows(help_of(path))
+    for param in command.params:
+        text = re.sub(r"\s+", " ", getattr(param, "help", None) or "").replace("\\[", "[")
+        if "[" in text and param.param_type_name == "option":
+            assert text in rows[param.opts[0]], (param.opts[0], rows[param.opts[0]])
+
+
+def test_scheduler_help_names_the_dask_extra() -> None:
+    assert "pip install 'tracecore[dask]'" in option_rows(help_of(("ingest",)))["--scheduler"]

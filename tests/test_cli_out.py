@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,54 @@ def test_list_and_struct_columns_are_json_text_in_csv(sample_dataset: Path) -> N
         result = runner.invoke(app, ["sql", sql, "--data", str(sample_dataset), "-f", fmt])
         assert result.exit_code == 0, result.output
         assert result.stdout == expected
+
+
+def console(args: list[str], stdout: object = subprocess.PIPE) -> subprocess.CompletedProcess:
+    """The installed `tracecore` script, as a user runs it (a real standard output to fill)."""
+    script = Path(sys.executable).with_name("tracecore")
+    return subprocess.run(
+        [script, *args], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120, check=False
+    )
+
+
+def one_line_exit_2_from(res: subprocess.CompletedProcess, start: str) -> str:
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.splitlines()
+    assert line.startswith(start), line
+    return line
+
+
+FILLED = [c for c in commands(Path("d"), "x") if "figure" not in c]  # a figure's name needs its suffix
+
+
+@pytest.mark.parametrize("case", FILLED)
+def test_out_on_a_full_disk(case: str, sample_dataset: Path) -> None:
+    """Before: a 46-line traceback, exit 1 (issue 25, item 14)."""
+    line = one_line_exit_2_from(
+        console(commands(sample_dataset, "/dev/full")[case]), "Error: cannot write /dev/full: "
+    )
+    assert "No space left on device" in line
+
+
+@pytest.mark.parametrize("case", ["query", "sql", "read table", "model --out"])
+def test_standard_output_on_a_full_disk(case: str, sample_dataset: Path) -> None:
+    args = [a for a in commands(sample_dataset, "x")[case] if a not in ("--out", "x")]
+    with open("/dev/full", "w") as full:
+        res = console(args, stdout=full)
+    one_line_exit_2_from(res, "Error: cannot write standard output: No space left on device")
+
+
+def test_out_that_cannot_be_written(sample_dataset: Path) -> None:
+    one_line_exit_2_from(
+        console(commands(sample_dataset, "/proc/version")["query"]), "Error: cannot write /proc/version: "
+    )
+
+
+def test_report_into_a_missing_folder_chain(sample_dataset: Path, tmp_path: Path) -> None:
+    """Before: the folder chain was created (as root, also under /)."""
+    target = tmp_path / "nonexist" / "deeper" / "rep"
+    one_line_exit_2(
+        ["report", str(target), "--data", str(sample_dataset)],
+        f"Error: cannot write into {target}: no folder {target.parent}",
+    )
+    assert not (tmp_path / "nonexist").exists()

@@ -114,3 +114,35 @@ def test_import_tracecore_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout == "[]\n"
+
+
+# A Python without pandas, as a user's who installed tracecore alone: its import fails as it would there.
+WITHOUT_PANDAS = """\
+import importlib.abc, sys
+class NoPandas(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "pandas":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+import tracecore
+sys.meta_path.insert(0, NoPandas())
+ds = tracecore.open(sys.argv[1])
+print(ds.view("flow_counts", as_="polars").height)
+try:
+    ds.view("flow_counts", as_="pandas")
+except Exception as err:
+    print(type(err).__name__, err, sep=": ")
+"""
+
+
+def test_pandas_results_without_pandas_name_the_extra(data: Path) -> None:
+    """Before: pyarrow's raw `ModuleNotFoundError: No module named 'pandas'` (issue 25, item 6)."""
+    res = subprocess.run(
+        [sys.executable, "-c", WITHOUT_PANDAS, str(data)], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    polars_rows, error = res.stdout.splitlines()
+    assert polars_rows == "5"
+    assert error == (
+        "UsageError: as_='pandas' needs pandas, which is not installed: pip install 'tracecore[pandas]' "
+        "(or ask for as_='polars' or as_='arrow')"
+    )

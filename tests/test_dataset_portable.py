@@ -267,8 +267,68 @@ def test_moved_dataset_opens_in_plain_duckdb_with_file_search_path(
     for folder, search_path in [(cwd, str(moved)), (cwd, relative), (moved, ".")]:
         assert plain_duckdb(python, catalog, queries, folder, search_path)["results"] == expect, search_path
     (missing, _) = plain_duckdb(python, catalog, queries, cwd)["results"]
-    assert missing.startswith('error: IO Error: No files found that match the pattern "/'), missing
-    assert "/original/data/packets/run=" in missing
+    assert missing.startswith("error: Invalid Input Error: tracecore: this catalog was written in /"), missing
+    assert "/original/data and this DuckDB was not started on its file there" in missing
+    assert f"SET file_search_path = '{moved}' reads its own" in missing
+
+
+@pytest.mark.parametrize("which", ["oldest", "today"])
+def test_a_copy_never_reads_the_original_in_plain_duckdb(
+    which: str, oldest_python: Path, tmp_path: Path
+) -> None:
+    """A copy of the folder whose original is still there, and changed since (a colleague's edit of a
+    part file): before, plain DuckDB on the copy read the original's part files through the views'
+    absolute paths and answered the edited count, with no sign (issue 25, item 7)."""
+    import pyarrow.parquet as pq
+
+    python = oldest_python if which == "oldest" else Path(sys.executable)
+    original, copy = tmp_path / "original" / "data", tmp_path / "copy" / "data"
+    _ingest_sample(original)
+    shutil.copytree(original, copy)
+    part = max((original / "packets").rglob("part-*.parquet"), key=lambda p: p.stat().st_size)
+    edited = pq.read_table(part).slice(0, 10)
+    pq.write_table(edited, part)
+    count = ["SELECT count(*) FROM packets_all", "SELECT count(*) FROM runs"]
+    (refused, runs) = plain_duckdb(python, copy / "tracecore.duckdb", count, tmp_path)["results"]
+    assert refused.startswith(
+        f"error: Invalid Input Error: tracecore: this catalog was written in {original} and this DuckDB "
+        "was not started on its file there, so its views would read that folder's part files. "
+        f"A copy or a moved folder: SET file_search_path = '{copy}' reads its own."
+    ), refused
+    assert runs == [[1]]  # the copy's own tables are its own: only the part files are refused
+    told = plain_duckdb(python, copy / "tracecore.duckdb", count, tmp_path, str(copy))["results"]
+    assert told == [[[SAMPLE_PACKETS]], [[1]]]
+    here = plain_duckdb(python, original / "tracecore.duckdb", count, tmp_path)["results"]
+    assert here[0] != [[SAMPLE_PACKETS]]  # the original reads its own (edited) files as before
+    attached = [
+        f"ATTACH '{copy / 'tracecore.duckdb'}' AS c (READ_ONLY)",
+        "SELECT count(*) FROM c.packets_all",
+        f"SET VARIABLE tracecore_root = '{original}'",
+        "SELECT count(*) FROM c.packets_all",
+    ]
+    scratch = duckdb.connect()  # a database of the user's own, in a format both DuckDBs read
+    scratch.execute("ATTACH $p AS s (STORAGE_VERSION 'v1.5.0')", {"p": str(tmp_path / "scratch.duckdb")})
+    scratch.close()
+    res = plain_duckdb(python, tmp_path / "scratch.duckdb", attached, tmp_path)["results"]
+    assert res[1].startswith("error: Invalid Input Error: tracecore: this catalog was written in"), res
+    assert res[3] == [[here[0][0][0]]]  # told it is the original: it reads the original, as asked
+
+
+def test_tracecore_on_a_copy_reads_the_copy_and_rewrites_its_views(tmp_path: Path) -> None:
+    original, copy = tmp_path / "original" / "data", tmp_path / "copy" / "data"
+    _ingest_sample(original)
+    shutil.copytree(original, copy)
+    shutil.rmtree(original / "packets")  # were the copy read through the original's paths: missing files
+    con = open_catalog(copy)
+    try:
+        assert con.execute("SELECT count(*) FROM packets").fetchone() == (SAMPLE_PACKETS,)
+    finally:
+        con.close()
+    con = duckdb.connect(str(copy / "tracecore.duckdb"), read_only=True)  # plain DuckDB, no setting
+    try:
+        assert con.execute("SELECT count(*) FROM packets").fetchone() == (SAMPLE_PACKETS,)
+    finally:
+        con.close()
 
 
 def test_catalog_written_in_the_newest_format_is_rewritten_when_tracecore_opens_it(

@@ -96,3 +96,26 @@ def test_stored_byte_columns_are_int64(big: Path) -> None:
         schema = pq.read_schema(part)
         for name in ("frame_len", "cap_len", "l4_payload_len"):
             assert schema.field(name).type == pa.int64(), (part, name)
+
+
+SUMS = "SELECT sum(frame_len) AS bytes, sum(frame_len)::HUGEINT * 4000000000 AS beyond_int64 FROM packets"
+
+
+def test_ad_hoc_sums_come_back_as_int64(big: Path, tmp_path: Path) -> None:
+    """`sum` of a BIGINT is DuckDB's HUGEINT: before, `tracecore sql` wrote it as decimal128(38, 0), pandas
+    got Decimal objects and Polars a Decimal column (issue 25, item 8). A total past int64 stays whole."""
+    import tracecore
+    from tests.commands import tracecore as cli
+
+    out = tmp_path / "sums.parquet"
+    res = cli("sql", SUMS, "--data", str(big), "--format", "parquet", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    table = pq.read_table(out)
+    assert table.schema.field("bytes").type == pa.int64()
+    assert table.schema.field("beyond_int64").type == pa.decimal128(38, 0)
+    assert table.to_pylist() == [{"bytes": FRAME_TOTAL, "beyond_int64": FRAME_TOTAL * 4_000_000_000}]
+    with tracecore.open(big) as dataset:
+        frame = dataset.sql(SUMS, as_="pandas")
+        assert str(frame["bytes"].dtype) == "int64"
+        assert frame["bytes"].tolist() == [FRAME_TOTAL]
+        assert dataset.sql(SUMS, as_="polars").schema["bytes"] == pl.Int64

@@ -159,3 +159,35 @@ def test_inputs_skipped_in_silence_are_reported(tmp_path: Path, corpus_dir: Path
     finally:
         con.close()
     assert got == [("gz-run", 4531), (SAMPLE_RUN, SAMPLE_PACKETS)]
+
+
+NCCL_LINES = (
+    "gpu-a:3301:3301 [0] NCCL INFO NCCL version 2.20.5+cuda12.2\n"
+    "gpu-a:3301:3301 [0] NCCL INFO Bootstrap : Using eth0:172.30.0.25<0>\n"
+    "gpu-a:3301:3301 [0] NCCL INFO comm 0x43dc13b0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 80 "
+    "commId 0x1f82c0ffee - Init START\n"
+)
+
+
+def test_a_utf16_log_is_named_not_skipped_in_silence(tmp_path: Path) -> None:
+    """Before: a UTF-16 NCCL log (with or without a byte-order mark) passed for a binary file and was
+    skipped without a word, while random bytes got 'not a log format tracecore knows' (issue 25,
+    item 17)."""
+    run = copy_run(tmp_path / "src")
+    (run / "worker-0-nccl.log").write_bytes(NCCL_LINES.encode("utf-16"))  # PowerShell's `>`: a BOM
+    (run / "worker-1-nccl.log").write_bytes(NCCL_LINES.encode("utf-16-be"))  # none
+    (run / "worker-2-nccl.log").write_text(NCCL_LINES)  # UTF-8: read
+    rc, report, stderr = _ingest_cli(str(run), "--out", str(tmp_path / "data"))
+    assert rc == 0, stderr
+    wide = sorted(w for w in report["warnings"] if "tracecore reads logs as UTF-8" in w)
+    assert wide == [
+        f"{run / 'worker-0-nccl.log'}: UTF-16LE text, and tracecore reads logs as UTF-8; skipped: convert "
+        "it (iconv -f UTF-16LE -t UTF-8 FILE > FILE.utf8.log) and ingest again",
+        f"{run / 'worker-1-nccl.log'}: UTF-16BE text, and tracecore reads logs as UTF-8; skipped: convert "
+        "it (iconv -f UTF-16BE -t UTF-8 FILE > FILE.utf8.log) and ingest again",
+    ]
+    con = open_catalog(tmp_path / "data")
+    try:
+        assert con.execute("SELECT count(*) FROM nccl_ranks").fetchone() == (1,)  # the UTF-8 one
+    finally:
+        con.close()

@@ -157,3 +157,39 @@ def test_copy_of_a_pivot_over_a_part_file_is_refused(dataset: Path) -> None:
     sql = f"COPY (PIVOT (SELECT worker, packets FROM workers) ON worker USING sum(packets)) TO '{part}'"
     one_line_refusal(tracecore("sql", "/* PIVOT */ " + sql, "--data", str(dataset)))
     assert part.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "EXPLAIN ANALYZE COPY (SELECT 1 AS a) TO '{part}' (FORMAT parquet, USE_TMP_FILE false)",
+        "explain /* x */ analyse COPY (SELECT 1 AS a) TO '{part}' (FORMAT parquet, USE_TMP_FILE false)",
+        "EXPLAIN (ANALYZE) COPY (SELECT 1 AS a) TO '{part}' (FORMAT parquet, USE_TMP_FILE false)",
+        "EXPLAIN (ANALYZE true, FORMAT json) COPY (SELECT 1 AS a) TO '{part}' (FORMAT parquet)",
+    ],
+)
+def test_explain_analyze_of_a_copy_is_refused(dataset: Path, template: str) -> None:
+    """EXPLAIN ANALYZE runs what it explains: before, its statement type (EXPLAIN) passed and the COPY
+    shrank a part file to 195 bytes, after which every view failed (issue 25, item 10)."""
+    part = first_part(dataset)
+    before = part.read_bytes()
+    line = one_line_refusal(tracecore("sql", template.format(part=part), "--data", str(dataset)))
+    assert "--unsafe" in line
+    assert part.read_bytes() == before
+    res = tracecore("sql", "SELECT count(*) AS n FROM packets", "--format", "csv", "--data", str(dataset))
+    assert res.stdout == f'"n"\n{SAMPLE_PACKETS}\n', res.stderr
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "EXPLAIN SELECT count(*) FROM packets",
+        "EXPLAIN ANALYZE SELECT count(*) FROM packets",
+        "EXPLAIN (FORMAT json) SELECT count(*) FROM packets",
+        "/* plan */\nexplain analyze (SELECT count(*) FROM packets);",
+    ],
+)
+def test_explain_of_a_query_still_runs(dataset: Path, sql: str) -> None:
+    res = tracecore("sql", sql, "--format", "csv", "--data", str(dataset))
+    assert res.returncode == 0, res.stderr
+    assert "explain_key" in res.stdout.splitlines()[0]

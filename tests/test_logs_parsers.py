@@ -216,6 +216,39 @@ def test_horovod_timeline_garbage_between_records_is_counted(tmp_path: Path) -> 
     assert _frame(parsed).height == 24
 
 
+def test_horovod_timeline_event_with_a_list_for_pid_is_a_bad_line(tmp_path: Path) -> None:
+    """Before: `"pid": [1]` raised TypeError (unhashable) out of the parser, a traceback in ingest."""
+    text = (DATA / "horovod_timeline.json").read_text()
+    broken = text.replace('{"ph": "E", "ts": 1068, "pid": 1}', '{"ph": "E", "ts": 1068, "pid": [1]}')
+    assert broken != text
+    parsed = horovod_timeline.parse(_damaged(tmp_path, "t.json", broken))
+    assert parsed.bad_lines == 1
+    assert "pid is not a number or a string" in parsed.first_bad[0]
+    assert _frame(parsed).height == 25
+
+
+def test_horovod_timeline_anchor_and_names_after_the_events_still_apply(tmp_path: Path) -> None:
+    """Rows are made as the records stream past, so what comes later (the anchor, a tensor's name) is
+    filled in at the end: integer µs exactly, float µs as T + ts in floating point."""
+    anchor = 1649128380123456
+    records = [
+        {"ph": "B", "name": "ALLREDUCE", "ts": 5, "pid": 3},
+        {"ph": "E", "ts": 7.5, "pid": 3},
+        {"name": "process_name", "ph": "M", "pid": 0, "args": {"start_time_since_epoch_in_micros": anchor}},
+        {"ph": "X", "name": "1", "ts": 9, "pid": 3, "dur": 0},
+        {"name": "process_name", "ph": "M", "pid": 3, "args": {"name": "grad_3"}},
+        {"ph": "i", "name": "CYCLE_START", "ts": 11.25},
+    ]
+    path = _damaged(tmp_path, "t.json", "[" + ",\n".join(json.dumps(r) for r in records) + "]")
+    rows = horovod_timeline.parse(path).table.select(["tensor", "name", "ts_ns"]).to_pylist()
+    assert rows == [
+        {"tensor": "grad_3", "name": "ALLREDUCE", "ts_ns": (anchor + 5) * 1000},
+        {"tensor": "grad_3", "name": "ALLREDUCE", "ts_ns": round((anchor + 7.5) * 1000)},
+        {"tensor": "grad_3", "name": "1", "ts_ns": (anchor + 9) * 1000},
+        {"tensor": None, "name": "CYCLE_START", "ts_ns": round((anchor + 11.25) * 1000)},
+    ]
+
+
 def test_horovod_timeline_without_anchor_has_relative_time_only(tmp_path: Path) -> None:
     text = (
         (DATA / "horovod_timeline.json").read_text().replace('"start_time_since_epoch_in_micros"', '"other"')

@@ -229,3 +229,120 @@ def test_small_windows_give_the_same_rows(
                 w.replace(str(corpus_dir / name), "F") for w in whole.warnings
             ]
         monkeypatch.undo()
+
+
+def pcapng(tsresol: int | None, stamps: list[int], offset_s: int = 0) -> bytes:
+    """A little-endian pcapng: SHB, one Ethernet IDB (with if_tsresol and if_tsoffset when given) and
+    one EPB per raw 64-bit timestamp, each holding a 60-byte frame."""
+
+    def block(btype: int, body: bytes) -> bytes:
+        body += b"\0" * (-len(body) % 4)
+        return struct.pack("<II", btype, len(body) + 12) + body + struct.pack("<I", len(body) + 12)
+
+    shb = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    options = b""
+    if tsresol is not None:
+        options += struct.pack("<HHB3x", 9, 1, tsresol)
+    if offset_s:
+        options += struct.pack("<HHq", 14, 8, offset_s)
+    idb = block(
+        1, struct.pack("<HHI", 1, 0, 65535) + options + (struct.pack("<HH", 0, 0) if options else b"")
+    )
+    frame = bytes(60)
+    epbs = b"".join(
+        block(6, struct.pack("<IIIII", 0, t >> 32, t & 0xFFFFFFFF, len(frame), len(frame)) + frame)
+        for t in stamps
+    )
+    return shb + idb + epbs
+
+
+@pytest.mark.parametrize(
+    ("tsresol", "last_good", "too_late"),
+    [
+        (0, (2**63 - 1) // 10**9, 2**64 - 1),  # seconds: the issue's ts_ns −1e9
+        (6, (2**63 - 1) // 10**3, 2**64 - 1),  # µs (the default): the issue's −1000
+        (9, 2**63 - 1, 2**63),  # ns: one past int64
+        (0x80 | 10, ((2**63 - 1) // 10**9) << 10, 2**64 - 1),  # 2^-10 s units
+    ],
+)
+def test_pcapng_timestamps_past_int64_ns_are_refused(
+    tmp_path: Path, tsresol: int, last_good: int, too_late: int
+) -> None:
+    """Before: they wrapped silently (2^64−1 s became ts_ns −1e9, 1969). The packets before stay."""
+    path = tmp_path / "late.pcapng"
+    path.write_bytes(pcapng(tsresol, [1, last_good, too_late, 5]))
+    batches, _, error = collect(path)
+    assert isinstance(error, CaptureError)
+    assert "timestamp lies past 2262, beyond int64 nanoseconds" in str(error)
+    assert error.packets_read == 2
+    stamps = [row["ts_ns"] for row in rows_of(batches)]
+    assert stamps[1] > 9_200_000_000_000_000_000  # the last representable second (or ns) is kept exact
+    assert all(ts >= 0 for ts in stamps)
+
+
+def test_an_interface_offset_past_int64_ns_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "offset.pcapng"
+    path.write_bytes(pcapng(6, [1], offset_s=2**62))
+    _, _, error = collect(path)
+    assert isinstance(error, CaptureError)
+    assert "if_tsoffset 4611686018427387904 s is not representable" in str(error)
+
+
+def test_read_says_which_packet_is_too_late(tmp_path: Path) -> None:
+    from tests.commands import tracecore
+
+    path = tmp_path / "late.pcapng"
+    path.write_bytes(pcapng(0, [1_700_000_000, 2**64 - 1]))
+    res = tracecore("read", str(path), "--format", "csv")
+    assert res.returncode == 3, res.stderr
+    assert res.stdout.count("\n") == 2  # the header and the good packet
+    assert res.stderr.splitlines() == [
+        f"Error: {path}: corrupt pcapng packet block: its timestamp lies past 2262, beyond int64 "
+        "nanoseconds at byte offset 152"  # SHB 28 + IDB 32 + the first EPB 92 bytes
+    ]
+
+
+def test_a_negative_offset_brings_a_late_counter_back(tmp_path: Path) -> None:
+    """The check is on the time with the interface's if_tsoffset, exactly: a counter past 2262 that a
+    negative offset brings back is read, not refused."""
+    late = (2**63 - 1) // 10**9 + 5  # seconds: 5 s past int64 ns
+    path = tmp_path / "offset.pcapng"
+    path.write_bytes(pcapng(0, [late, late + 11], offset_s=-10))
+    batches, _, error = collect(path)
+    assert [row["ts_ns"] for row in rows_of(batches)] == [(late - 10) * 10**9]
+    assert isinstance(error, CaptureError)
+    assert error.packets_read == 1
+
+
+def test_zero_filled_records_stop_the_read_as_corrupt(tmp_path: Path, corpus_dir: Path) -> None:
+    """A record of original length 0 is no packet: zero-filled data (a sparse or wiped file) read as
+    endless empty packets at ts 0 before. The packets before it are kept, the offset names it."""
+    data = (corpus_dir / HTTP).read_bytes()
+    path = tmp_path / "wiped.pcap"
+    path.write_bytes(data + bytes(4096))
+    batches, _, error = collect(path)
+    assert isinstance(error, CaptureError)
+    assert (error.offset, error.packets_read) == (len(data), 43)
+    assert str(error) == (
+        f"{path}: corrupt record: original length 0, which no real packet has (zero-filled or garbage "
+        f"data) at byte offset {len(data)}"
+    )
+    assert rows_of(batches) == read_capture(corpus_dir / HTTP).to_pylist()
+
+
+def test_read_refuses_a_gzip_bomb_of_zeros_in_one_line(tmp_path: Path, corpus_dir: Path) -> None:
+    """Before: a 1 MB gzip expanding to 1 GiB of zeros behind a pcap header was accepted as 67 M
+    zero-length packets at ts 0 without a warning (here 64 KiB → 64 MiB: 4 M such packets, exit 0)."""
+    from tests.commands import tracecore
+
+    data = (corpus_dir / HTTP).read_bytes()
+    path = tmp_path / "bomb.pcap.gz"
+    path.write_bytes(gzip.compress(data + bytes(64 << 20), compresslevel=9))
+    assert path.stat().st_size < 100_000
+    res = tracecore("read", str(path), "--format", "csv")
+    assert res.returncode == 3, res.stderr
+    assert res.stdout.count("\n") == 44  # the header and the 43 real packets
+    assert res.stderr.splitlines() == [
+        f"Error: {path}: corrupt record: original length 0, which no real packet has (zero-filled or "
+        f"garbage data), in the decompressed gzip stream at byte offset {len(data)}"
+    ]

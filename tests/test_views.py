@@ -56,6 +56,8 @@ VIEW_ROWS = {
     "flow_counts": 2 * 5,  # 4tuple, 5tuple, connection, hostpair, qp
     "flow_matrix": 2 * 12,
     "flow_matrix_mean": 12,
+    "grid_check": 1,  # its limit
+    "grid_rows": 1,  # the estimate over every run
     "link_ci": 2 * 12,
     "link_series": 12 * (661 + 419),
     "link_steady": 12 * (661 + 419),

@@ -14,6 +14,8 @@ BUILDING_BLOCKS = (
     "collective_calls",
     "collective_links",
     "collective_rank_workers",
+    "grid_check",
+    "grid_rows",
     "link_ci",
     "link_series",
     "link_steady",
@@ -41,7 +43,7 @@ def write_views(folder: Path, files: dict[str, str], kind: str | None = views.AN
 def test_references_are_read_from_the_sql_not_the_comments() -> None:
     shipped = views.installed_views()
     assert shipped.references("link_util") == {"link_series"}
-    assert shipped.references("link_series") == {"packets_window", "run_bounds", "worker_pairs"}
+    assert shipped.references("link_series") == {"grid_check", "packets_window", "run_bounds", "worker_pairs"}
     assert shipped.references("flow_matrix_mean") == {"flow_matrix"}
     assert shipped.references("packets_window") == {"run_bounds"}
     # data_per_step's header mentions run_meta.grad_bytes; its SQL uses run_meta and train_window
@@ -140,7 +142,13 @@ def test_every_view_declares_how_it_splits_by_run() -> None:
     """Each file says `-- Partition: run` or `-- Partition: none` (a new view without one fails here),
     and the rules that make a split exact hold (partition.check)."""
     rules = {name: partition.rules(name) for name in views.view_names()}
-    assert {n for n, r in rules.items() if not r.by_run} == {"compare", "train_duration"}  # other runs
+    # baselines of other runs; a grid's size over every run asked for, and its limit
+    assert {n for n, r in rules.items() if not r.by_run} == {
+        "compare",
+        "train_duration",
+        "grid_rows",
+        "grid_check",
+    }
     assert {n: r.combines for n, r in rules.items() if r.combines} == {"flow_matrix_mean": "flow_matrix"}
     shipped = views.installed_views()
     assert partition.order_keys(shipped, "flow_matrix")[:2] == ["a.run", "src_worker NULLS LAST"]

@@ -182,5 +182,12 @@ def _convert(table: pa.Table, as_: str) -> Any:
 
         return pl.from_arrow(table)
     if as_ == "pandas":
+        try:
+            import pandas  # noqa: F401  (pyarrow's own import error names neither the extra nor the choice)
+        except ImportError:
+            raise UsageError(
+                "as_='pandas' needs pandas, which is not installed: pip install 'tracecore[pandas]' "
+                "(or ask for as_='polars' or as_='arrow')"
+            ) from None
         return table.to_pandas()
     return table

@@ -79,10 +79,10 @@ def run_demo(out_dir: Path, *, progress: bool = False) -> DemoResult:
     from tracecore.ingest import ingest, open_catalog
     from tracecore.query import run_sql
     from tracecore.report import write_report
-    from tracecore.sample import sample_root
+    from tracecore.sample import sample_run
 
     data_dir = out_dir / "data"
-    summary = ingest([sample_root()], data_dir, progress=progress)
+    summary = ingest([sample_run()], data_dir, progress=progress)  # the run alone: not the tests' other one
     result = DemoResult(data_dir=data_dir, summary=summary)
     con = open_catalog(data_dir, read_only=True)
     try:

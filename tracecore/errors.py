@@ -73,6 +73,11 @@ class LogParseError(TracecoreError):
     exit_code = ExitCode.BAD_INPUT
 
 
+class OutputError(UsageError):
+    """A result's destination cannot be written: not openable, or a write failed (a full disk, an I/O
+    error); the exit code of an `--out` in a missing folder, whose check comes before any work."""
+
+
 class DatasetError(TracecoreError):
     """The dataset directory is missing, locked by another ingest, or inconsistent."""
 

@@ -154,7 +154,6 @@ def run_view(
 
 
 MAX_NS = 2**63 - 1
-MAX_CELLS = 5_000_000  # time bins × worker pairs a binned view may build (~300 B each in DuckDB)
 
 
 def _ints(value: Any) -> list[int]:
@@ -163,10 +162,12 @@ def _ints(value: Any) -> list[int]:
 
 
 def check_size(con: duckdb.DuckDBPyConnection, name: str, values: dict[str, Any]) -> None:
-    """Refuse a binned view whose grid (bins × worker pairs over the runs' spans) exceeds MAX_CELLS.
+    """Refuse a binned view whose grid (bins × worker pairs over the runs' spans) exceeds the limit.
 
     Why before running: DuckDB materialises the zero-filled grid, so `--bin 10us` on a 6.6 s run
-    took 2.4 GB and 1 ns would take 64 GiB; the estimate comes from the small tables in a few ms.
+    took 2.4 GB and 1 ns would take 64 GiB. The estimate and the limit are the views' own
+    (`grid_rows`, `grid_check`), which refuse in SQL too; here the message also names the smallest
+    bin that fits.
     """
     declared = {p.name: p for p in view_params(name)}
     widths: list[int] = []
@@ -177,29 +178,23 @@ def check_size(con: duckdb.DuckDBPyConnection, name: str, values: dict[str, Any]
     if not widths or min(widths) <= 0:
         return
     width = min(widths)
-    runs = values.get("runs")
-    spans = con.execute(
-        "SELECT c.run, max(c.last_ts_ns) - min(c.first_ts_ns), any_value(w.n) FROM captures c "
-        "JOIN (SELECT run, count(*) AS n FROM workers GROUP BY run) w USING (run) "
-        "WHERE c.first_ts_ns IS NOT NULL GROUP BY c.run"
+    window = {
+        "width": width,
+        "runs": values.get("runs"),
+        "lo": values.get("from_ns"),
+        "hi": values.get("to_ns"),
+    }
+    ((rows, seconds, weighted, fixed, limit),) = con.execute(
+        "SELECT rows, seconds, weighted, fixed, (SELECT max_rows FROM grid_check) FROM grid_rows("
+        "bin_ns := $width, runs := $runs, from_ns := $lo, to_ns := $hi)",
+        window,
     ).fetchall()
-    lo, hi = values.get("from_ns") or 0, values.get("to_ns")
-    cells, weighted, fixed, seconds = 0, 0, 0, 0.0
-    for run, span, workers in spans:
-        if runs and run not in runs:
-            continue
-        window = max((span if hi is None else min(hi, span)) - lo, 0)
-        pairs = max(workers * (workers - 1), 1)
-        cells += (window // width + 2) * pairs
-        weighted += window * pairs
-        fixed += 2 * pairs
-        seconds += window / 1e9
-    if cells <= MAX_CELLS:
+    if rows <= limit:
         return
-    fits = -(-weighted // max(MAX_CELLS - fixed, 1))
+    fits = -(-weighted // max(limit - fixed, 1))
     raise UsageError(
-        f"{name} with bin_ns = {_duration(width)} would produce about {cells:,} rows "
-        f"({seconds:.1f} s of traffic; at most {MAX_CELLS:,}); narrow it with --run, --from/--to, "
+        f"{name} with bin_ns = {_duration(width)} would produce about {rows:,} rows "
+        f"({seconds:.1f} s of traffic; at most {limit:,}); narrow it with --run, --from/--to, "
         f"or a larger --bin (at least {_duration(fits)} here)"
     )
 
@@ -211,15 +206,12 @@ def _duration(ns: int) -> str:
     return f"{ns}ns"
 
 
-READ_ONLY_STATEMENTS = ("SELECT", "EXPLAIN")
-
-
 def run_sql(
     con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any] | None = None, *, unsafe: bool = False
 ) -> pa.Table:
     """Any SQL over the catalog as an Arrow table; DuckDB's errors become one-line UsageErrors.
 
-    Only one SELECT or EXPLAIN statement runs unless `unsafe`: why: DuckDB's settings cannot stop a
+    Only one SELECT (or an EXPLAIN of one) runs unless `unsafe`: why: DuckDB's settings cannot stop a
     COPY over a file the query may read (a part file), and a string may hold several statements.
     """
     import duckdb
@@ -233,9 +225,23 @@ def run_sql(
     if rel is None:
         return pa.table({})
     try:
-        return rel.to_arrow_table()
+        return whole_numbers_as_int64(rel.to_arrow_table())
     except duckdb.Error as err:
         raise _query_error(con, err) from err
+
+
+def whole_numbers_as_int64(table: pa.Table) -> pa.Table:
+    """Columns of whole decimals (DuckDB's HUGEINT, which `sum` of a BIGINT gives, or DECIMAL(p, 0))
+    as int64 when every value fits; why: pandas would get Python Decimal objects and Polars a Decimal
+    column for what is a count or a byte total. A value beyond int64 keeps its column as it is."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_decimal(field.type) and field.type.scale == 0:
+            try:
+                column = table.column(i).cast(pa.int64())  # checked: a value out of range raises
+            except pa.ArrowInvalid:
+                continue
+            table = table.set_column(i, field.with_type(pa.int64()), column)
+    return table
 
 
 # How DuckDB names a Parquet file it cannot find: locked down, it refuses to glob for it; unsafe, the
@@ -265,23 +271,52 @@ def _query_error(con: duckdb.DuckDBPyConnection, err: Exception) -> UsageError |
     return UsageError(_first_line(err))
 
 
-_LEAD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.DOTALL)
+_SKIP = r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"  # blanks and comments
+_LEAD = re.compile(rf"(?:{_SKIP}\(?)*([A-Za-z]+)", re.DOTALL)
 # DuckDB parses a PIVOT into several statements (type MULTI): read-only when the text starts as a query
 READ_ONLY_LEADS = ("PIVOT", "UNPIVOT", "SELECT", "WITH", "FROM", "VALUES")
+# What EXPLAIN explains starts after EXPLAIN [ANALYZE] or after an option list: `EXPLAIN (ANALYZE,
+# FORMAT json) …`, whose ANALYZE runs the statement too.
+_EXPLAIN = re.compile(rf"{_SKIP}EXPLAIN\b{_SKIP}(?:ANALY[SZ]E\b)?", re.IGNORECASE | re.DOTALL)
+_EXPLAIN_OPTIONS = re.compile(rf"{_SKIP}\(\s*\w+(?:\s+\w+)?(?:\s*,\s*\w+(?:\s+\w+)?)*\s*\)", re.DOTALL)
 
 
 def _check_read_only(statements: list) -> None:
-    kinds = [st.type.name for st in statements]
-    if kinds == ["MULTI"]:
-        lead = _LEAD.match(statements[0].query)
-        if lead is not None and lead.group(1).upper() in READ_ONLY_LEADS:
-            return
-    if len(kinds) != 1 or kinds[0] not in READ_ONLY_STATEMENTS:
-        got = " + ".join(kinds) or "nothing"
+    if not _read_only(statements):
+        got = " + ".join(st.type.name for st in statements) or "nothing"
         raise UsageError(
-            f"only one read-only query (SELECT, EXPLAIN) runs here, got {got}; "
+            f"only one read-only query (SELECT, EXPLAIN of one) runs here, got {got}; "
             "for DuckDB's full power on your own data use `tracecore sql --unsafe`"
         )
+
+
+def _read_only(statements: list) -> bool:
+    """One SELECT (a PIVOT's several statements included), or an EXPLAIN of one. Why EXPLAIN's inner
+    statement is checked: EXPLAIN ANALYZE runs it, so `EXPLAIN ANALYZE COPY … TO '<a part file>'`
+    overwrote a part file while its statement type said EXPLAIN. Text this cannot split refuses."""
+    import duckdb
+
+    kinds = [st.type.name for st in statements]
+    if kinds == ["SELECT"]:
+        return True
+    if kinds == ["MULTI"]:
+        lead = _LEAD.match(statements[0].query)
+        return lead is not None and lead.group(1).upper() in READ_ONLY_LEADS
+    if kinds != ["EXPLAIN"]:
+        return False
+    text = statements[0].query
+    head = _EXPLAIN.match(text)
+    if head is None:
+        return False
+    rest = text[head.end() :]
+    options = _EXPLAIN_OPTIONS.match(rest)
+    for inner in (rest, rest[options.end() :] if options else None):
+        try:
+            if inner is not None and _read_only(duckdb.extract_statements(inner)):
+                return True
+        except duckdb.Error:
+            continue
+    return False
 
 
 def _first_line(err: Exception) -> str:

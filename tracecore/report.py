@@ -260,13 +260,16 @@ def _build_specs(
 
     from tracecore import figures
     from tracecore.figures import render
+    from tracecore.ingest.catalog import cursor as catalog_cursor
+    from tracecore.ingest.catalog import root_variable
 
     database = con.execute("SELECT current_database()").fetchone()[0]
+    root = root_variable(con)
     local, cursors = threading.local(), []
 
     def build(name: str) -> dict[str, Any]:
         if not hasattr(local, "con"):  # a DuckDB connection serves one thread at a time
-            local.con = con.cursor()
+            local.con = catalog_cursor(con, root)  # with the dataset's root: the views read this folder
             local.con.execute(f'USE "{database.replace(chr(34), chr(34) * 2)}"')
             cursors.append(local.con)
         return render.spec(figures.build(local.con, name, runs))

@@ -37,14 +37,25 @@ from tracecore.cache import cache_dir, store
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import interrupt, lock, testpause
 from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, LATER_TABLES, State
-from tracecore.ingest.layout import CATALOG_NAME, STATE_DIR, TABLES_DIR, default_data_dir, fsync_quietly
+from tracecore.ingest.layout import (
+    CATALOG_NAME,
+    STATE_DIR,
+    TABLES_DIR,
+    LinkCheck,
+    default_data_dir,
+    fsync_quietly,
+    link_refused,
+    refuse_links,
+)
 from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, LAYER_COLUMNS, SCHEMA_VERSION, check_schema_version
 from tracecore.version import __version__
 
 # The file format of DuckDB 1.5, which every release from pyproject's floor (duckdb>=1.5.4, the oldest
 # that runs every view: tests/test_dataset_portable.py) to today's 2.x reads.
 STORAGE_VERSION = "v1.5.0"
-_LAYOUT = f"storage {STORAGE_VERSION}; part paths absolute, or relative under file_search_path"
+_LAYOUT = (
+    f"storage {STORAGE_VERSION}; part paths relative under file_search_path, else absolute where written"
+)
 
 _DUCK_TYPES = {
     pa.int64(): "BIGINT",
@@ -134,6 +145,59 @@ def _null(field: pa.Field) -> str:
     return f"NULL::{'VARCHAR' if pa.types.is_dictionary(field.type) else _DUCK_TYPES[field.type]}"
 
 
+ROOT_VARIABLE = "tracecore_root"  # SET VARIABLE: the folder a connection reads as the dataset's
+
+
+def written_here(root: Path) -> str:
+    """SQL that is true when DuckDB reads the catalog as the file it was written as, ROOT/tracecore.duckdb.
+
+    Why: the views name the part files by absolute path, so a copy of the folder whose original is
+    still in place would answer from the original's files in silence (an edit or a re-ingest of the
+    original changing what the copy answers). DuckDB started on a catalog file keeps its default
+    `temp_directory` beside it (`FILE.tmp`, absolute), which says where the file is; a connection
+    that attaches the catalog instead says so with `SET VARIABLE tracecore_root` (tracecore's own
+    do: `open_catalog`). Both are settled when the query is bound, so no row pays for the check.
+    """
+    return (
+        f"(current_setting('temp_directory') = {_lit(str(root / CATALOG_NAME) + '.tmp')}"
+        f" OR getvariable({_lit(ROOT_VARIABLE)}) = {_lit(str(root))})"
+    )
+
+
+def not_here(root: Path) -> str:
+    """The refusal `written_here` leads to, naming the settings that read a copy's own part files."""
+    here = (
+        "CASE WHEN ends_with(current_setting('temp_directory'), '/tracecore.duckdb.tmp') THEN "
+        "left(current_setting('temp_directory'), -21) ELSE 'ITS FOLDER' END"
+    )
+    quote = "''''"  # SQL for a string of one quote
+    return (
+        f"'tracecore: this catalog was written in ' || {_lit(str(root))} || ' and this DuckDB was not "
+        "started on its file there, so its views would read that folder''s part files. A copy or a "
+        f"moved folder: SET file_search_path = ' || {quote} || {here} || {quote} || ' reads its own. "
+        "The folder itself (attached, reached through a link, or with temp_directory set): SET VARIABLE "
+        f"{ROOT_VARIABLE} = ' || {quote} || {_lit(str(root))} || {quote}"
+    )
+
+
+def root_variable(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The dataset folder an open catalog's connection reads (`written_here`), for its cursors."""
+    return con.execute(f"SELECT getvariable({_lit(ROOT_VARIABLE)})").fetchone()[0]
+
+
+def cursor(con: duckdb.DuckDBPyConnection, root: str | None) -> duckdb.DuckDBPyConnection:
+    """A cursor of an open catalog's connection, for another thread, reading the folder `root`
+    (`root_variable`, read once before the threads start: a connection serves one thread at a time).
+
+    Why: a cursor is a DuckDB connection of its own, so the `SET VARIABLE` that tells the views where
+    the dataset is does not reach it, and on a moved or copied folder they would refuse.
+    """
+    cur = con.cursor()
+    if root is not None:
+        cur.execute(f"SET VARIABLE {ROOT_VARIABLE} = $root", {"root": root})
+    return cur
+
+
 def packets_all_sql(
     root: Path,
     files: list[str],
@@ -173,7 +237,8 @@ def packets_all_sql(
         relative = ", ".join(_lit(f) for f in paths)
         return (
             f"SELECT {run} AS run, worker, {columns}, make_timestamp_ns(ts_ns) AS ts FROM read_parquet("
-            f"CASE WHEN current_setting('file_search_path') = '' THEN [{absolute}] ELSE [{relative}] END,"
+            f"CASE WHEN current_setting('file_search_path') <> '' THEN [{relative}] "
+            f"WHEN {written_here(root)} THEN [{absolute}] ELSE error({not_here(root)}) END,"
             " hive_partitioning = true, hive_types = {'run': VARCHAR, 'worker': VARCHAR})"
         )
 
@@ -274,6 +339,7 @@ def fill_catalog(
         for p, layers in zip(parts["path"].to_pylist(), parts["layers"].to_pylist(), strict=True)
         if layers is False
     )
+    con.execute(f"SET VARIABLE {ROOT_VARIABLE} = $root", {"root": str(root)})  # the views bind here
     con.execute(
         "CREATE OR REPLACE VIEW packets_all AS "
         + packets_all_sql(root, files, runs, state.schema_version, dense)
@@ -467,8 +533,12 @@ def _read_state(out: Path, record: str, path: Path) -> dict[str, pa.Table]:
             "not written by tracecore: re-ingest the captures into a new --out"
         )
     tables = {}
+    links = LinkCheck(out)
     for name, digest in digests.items():
         file = out / STATE_DIR / generation / f"{name}.parquet"
+        link = links.link(f"{STATE_DIR}/{generation}/{name}.parquet")
+        if link is not None:
+            raise link_refused(link, out)
         try:
             data = file.read_bytes()
         except OSError as err:
@@ -566,10 +636,11 @@ def open_catalog(
     locked down (see `lock_down`) unless `unsafe`: a dataset may come from someone else.
     """
     root = Path(data_dir) if data_dir is not None else default_data_dir()
-    path = root / CATALOG_NAME
-    if not path.is_file():
+    if not (root / CATALOG_NAME).is_file():
         raise DatasetError(f"no dataset at {root}; run `tracecore ingest PCAPS` first or pass --data")
     root = root.resolve()
+    refuse_links(root, deep=False)  # the catalog, packets/, .state/ (part files: `_part_files`)
+    path = root / CATALOG_NAME
     try:
         meta = _meta_of(path)
     except duckdb.Error as err:
@@ -592,6 +663,7 @@ def open_catalog(
             raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     try:
         files = _part_files(con, root)
+        con.execute(f"SET VARIABLE {ROOT_VARIABLE} = $root", {"root": str(root)})  # see written_here
         if not unsafe:
             lock_down(con, root, files)
     except BaseException:
@@ -611,13 +683,19 @@ def _part_files_exist(state: State, root: Path) -> None:
 
 
 def _part_files(con: duckdb.DuckDBPyConnection, root: Path) -> list[str]:
-    """The part files the catalog names, checked to lie under packets/ and to exist: why: a missing
-    one otherwise surfaces as DuckDB's raw IO error in the middle of a query."""
+    """The part files the catalog names, checked to lie under packets/, to exist and to be reached
+    through no symbolic link: why: a missing one otherwise surfaces as DuckDB's raw IO error in the
+    middle of a query, and `allowed_paths` allows a path, not the file a link there leads to."""
     try:
         rows = con.execute("SELECT path, run, file FROM _files ORDER BY path").fetchall()
     except duckdb.Error as err:
         raise DatasetError(f"{root / CATALOG_NAME}: the catalog is unreadable ({_first(err)})") from err
     _check_part_paths([path for path, _, _ in rows], root / CATALOG_NAME)
+    links = LinkCheck(root)
+    for path, _, _ in rows:
+        link = links.link(path)
+        if link is not None:
+            raise link_refused(link, root)
     missing = [(path, run, file) for path, run, file in rows if not (root / path).is_file()]
     if missing:
         path, run, file = missing[0]
@@ -678,6 +756,7 @@ def _refresh_in_place(root: Path) -> bool:
     if fd is None:
         return False
     try:
+        refuse_links(root)  # it writes .state/ and sweeps older state folders
         commit_catalog(root, load_state(root))
         return True
     except (OSError, duckdb.Error):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracecore.ingest.runname import RunMeta, apply_run_toml, parse_run_name
+from tracecore.logs import wide_encoding
 from tracecore.reader.formats import container_of
 from tracecore.reader.source import compression_in
 
@@ -85,7 +86,8 @@ def worker_stem(name: str) -> str | None:
 
 
 def sniff(path: Path) -> str:
-    """'capture', 'compressed', 'text', 'empty', 'other' or 'unreadable', from the first bytes."""
+    """'capture', 'compressed', 'text', 'wide text' (UTF-16/32), 'empty', 'other' or 'unreadable', from
+    the first bytes."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(512)
@@ -99,6 +101,8 @@ def sniff(path: Path) -> str:
         return "empty"
     if b"\x00" not in head:
         return "text"
+    if wide_encoding(head) is not None:
+        return "wide text"  # offered to ingest as a log, which names the encoding it cannot read
     return "other"
 
 
@@ -161,7 +165,7 @@ def _scan_folder(folder: Path, problems: list[tuple[str, str]]) -> tuple[list[Ca
         elif _named_like_capture(p.name):
             what = "empty file (0 bytes)" if kind == "empty" else "unknown magic bytes"
             problems.append((str(p), f"named like a capture but not pcap/pcapng ({what})"))
-        elif (kind == "text" and p.name != RUN_TOML) or (kind == "compressed" and _is_gzip(p)):
+        elif (kind in ("text", "wide text") and p.name != RUN_TOML) or (kind == "compressed" and _is_gzip(p)):
             logs.append(p)  # a .json.gz profiler trace is read through gzip
     captures.sort(key=lambda c: (c.key, c.part, c.file))
     return captures, logs

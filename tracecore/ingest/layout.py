@@ -14,12 +14,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from tracecore.ingest import testpause
 from tracecore.ingest.fileid import file_id
+
+if TYPE_CHECKING:
+    from tracecore.errors import DatasetError
 
 CATALOG_NAME = "tracecore.duckdb"
 PACKETS_DIR = "packets"
@@ -27,6 +33,12 @@ TABLES_DIR = "tables"
 STAGING = ".staging"
 MARKER = ".tracecore-dataset"  # identifies a dataset: ingest writes only into one (or an empty folder)
 STATE_DIR = ".state"  # ingest's own copy of the small tables, one folder per commit (see catalog.py)
+
+
+LOCK_NAME = ".lock"  # the dataset lock (ingest/lock.py)
+# Every name of the dataset's own at its top (the catalog's temporaries aside): none may be a link.
+OWN_ENTRIES = (CATALOG_NAME, MARKER, LOCK_NAME, PACKETS_DIR, TABLES_DIR, STATE_DIR, STAGING)
+LINKED_TREES = (PACKETS_DIR, TABLES_DIR, STATE_DIR)  # folders read or written below their top
 
 
 def default_data_dir() -> Path:
@@ -82,8 +94,8 @@ def claim(out: Path) -> None:
     """
     from tracecore.errors import DatasetError
     from tracecore.ingest.dataset_tables import FORMAT_VERSION
-    from tracecore.ingest.lock import LOCK_NAME
 
+    refuse_links(out, deep=False)  # before the marker is believed or written
     marker = out / MARKER
     if marker.is_file():
         return
@@ -98,13 +110,110 @@ def claim(out: Path) -> None:
                 f"{out}: not a tracecore dataset (no {MARKER}) and not empty; "
                 "give --out a new or empty folder, or an existing dataset"
             )
+        if names and not _is_catalog(out / CATALOG_NAME):  # a file of that name is not enough
+            raise DatasetError(
+                f"{out}: not a tracecore dataset (no {MARKER}, and {CATALOG_NAME} is not a catalog "
+                "tracecore wrote); give --out a new or empty folder, or an existing dataset"
+            )
         # A name of this process and thread: two ingests claiming one new folder at once each write
         # their own file, and both renames give the same marker.
         tmp = out / f".{MARKER}.tmp-{os.getpid()}-{threading.get_ident()}"
-        tmp.write_text(f"tracecore dataset\nformat_version = {FORMAT_VERSION}\n")
+        tmp.unlink(missing_ok=True)  # a leftover (or a planted link): written anew, never through it
+        with open(tmp, "x") as fh:
+            fh.write(f"tracecore dataset\nformat_version = {FORMAT_VERSION}\n")
         os.replace(tmp, marker)
     except OSError as err:
         raise DatasetError(f"{out}: cannot use the dataset directory: {err.strerror or err}") from err
+
+
+def _is_catalog(path: Path) -> bool:
+    """Whether `path` opens as a DuckDB catalog with tracecore's `_meta` table (what `load_state`
+    reads first). Why before the marker: a folder marked as a dataset is one ingest may clean up."""
+    import duckdb
+
+    con = duckdb.connect()  # the file attached read-only, as catalog.attach does (not imported: a circle)
+    try:
+        con.execute("ATTACH $path AS candidate (READ_ONLY)", {"path": str(path)})
+        return con.execute("SELECT count(*) FROM candidate._meta").fetchone()[0] > 0
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+
+
+def refuse_links(out: Path, deep: bool = True) -> None:
+    """A DatasetError naming the first symbolic link among the dataset's own entries and, when `deep`,
+    anywhere under packets/, tables/ and .state/.
+
+    Why: tracecore makes no links, and a received dataset's links would aim its writes, deletes and
+    reads elsewhere (`packets` → `../..` had ingest delete the user's *.parquet and write run=…
+    folders there; a part file linked to another file had the views read it). Refusing them all,
+    before anything is read or written, means no path under OUT needs resolving afterwards.
+    """
+    for link in _links(out, deep):
+        raise link_refused(link, out)
+
+
+def link_refused(link: Path, out: Path) -> DatasetError:
+    """The one line for a symbolic link found inside the dataset `out`."""
+    from tracecore.errors import DatasetError
+
+    try:
+        target = os.readlink(link)
+    except OSError:
+        target = "?"
+    return DatasetError(
+        f"{link}: a symbolic link (to {target}) inside the dataset {out}; tracecore makes none and "
+        "follows none: remove it, or ingest the captures into a new --out"
+    )
+
+
+def _links(out: Path, deep: bool) -> Iterator[Path]:
+    for name in OWN_ENTRIES:
+        if (out / name).is_symlink():
+            yield out / name
+    for name in LINKED_TREES if deep else ():
+        folders = [str(out / name)]
+        while folders:
+            try:
+                entries = list(os.scandir(folders.pop()))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                if entry.is_symlink():
+                    yield Path(entry.path)
+                elif entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+
+
+class LinkCheck:
+    """Which component of a path below `root` is a symbolic link, if any; each folder on the way is
+    asked once (a dataset's part files share a few hundred folders)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.folders: dict[str, Path | None] = {}  # folder (relative) → the link on its way, or None
+
+    def link(self, rel: str) -> Path | None:
+        """The first component of ROOT/rel that is a symbolic link, or None."""
+        parent = rel.rpartition("/")[0]
+        return (self._folder(parent) if parent else None) or self._own(rel)
+
+    def _folder(self, rel: str) -> Path | None:
+        if rel not in self.folders:
+            parent = rel.rpartition("/")[0]
+            self.folders[rel] = (self._folder(parent) if parent else None) or self._own(rel)
+        return self.folders[rel]
+
+    def _own(self, rel: str) -> Path | None:
+        return self.root / rel if _is_link(self.root / rel) else None
+
+
+def _is_link(path: Path) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def part_id(path: Path) -> tuple[int | None, str | None]:

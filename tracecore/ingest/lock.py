@@ -8,6 +8,7 @@ The holder's pid is written into the file only as a hint for the error message.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import time
@@ -15,8 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tracecore.errors import DatasetError
+from tracecore.ingest.layout import LOCK_NAME
 
-LOCK_NAME = ".lock"
+# O_NOFOLLOW: a lock file that is a link (a received dataset's) is refused, never opened and truncated
+_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
 
 
 def _holder(fd: int) -> str:
@@ -37,9 +40,10 @@ def dataset_lock(out: Path, wait_s: float = 0.0, on_wait: object = None) -> Iter
     out.mkdir(parents=True, exist_ok=True)
     path = out / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, _FLAGS, 0o644)
     except OSError as err:
-        raise DatasetError(f"{path}: cannot open the dataset lock: {err.strerror}") from err
+        why = "a symbolic link, which tracecore does not follow" if err.errno == errno.ELOOP else err.strerror
+        raise DatasetError(f"{path}: cannot open the dataset lock: {why}") from err
     try:
         deadline = time.monotonic() + max(wait_s, 0.0)
         told = False
@@ -73,7 +77,7 @@ def dataset_lock(out: Path, wait_s: float = 0.0, on_wait: object = None) -> Iter
 def try_lock(out: Path) -> int | None:
     """Take the lock without waiting; the fd to pass to `release`, or None when busy or unwritable."""
     try:
-        fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(out / LOCK_NAME, _FLAGS, 0o644)
     except OSError:
         return None
     try:

@@ -86,6 +86,8 @@ def ingest(
     if not found.runs:  # a mistyped path creates nothing: no folder, no lock, no marker
         reasons = "; ".join(f"{path}: {reason}" for path, reason in found.problems) or "no input given"
         raise NoInputError(f"nothing to ingest ({reasons}); {out} was not touched")
+    if scheduler is not None:  # without the dask extra: its one line, before anything is created
+        import tracecore.cluster  # noqa: F401
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -96,6 +98,7 @@ def ingest(
     control = control or IngestControl()
     summary = IngestSummary(out, problems=list(found.problems), warnings=list(found.warnings))
     with _warm_up(found.runs), dataset_lock(out, wait_s), interrupt.watch() as sigint:
+        layout.refuse_links(out)  # before anything under OUT is read, written or deleted
         had_dataset = (out / layout.CATALOG_NAME).is_file()
         state = _load_state(out, force)
         stage = out / layout.STAGING / uuid.uuid4().hex[:12]
@@ -553,7 +556,13 @@ def _parse_logs(
     for path, nested in offered:
         parser = detect_parser(path, nested=nested)
         if parser is None:
-            if path.suffix.lower() in (".log", ".csv") and not nested:
+            encoding = _wide(path)
+            if encoding is not None:
+                summary.warnings.append(
+                    f"{path}: {encoding} text, and tracecore reads logs as UTF-8; skipped: convert it "
+                    f"(iconv -f {encoding} -t UTF-8 FILE > FILE.utf8.log) and ingest again"
+                )
+            elif path.suffix.lower() in (".log", ".csv") and not nested:
                 summary.warnings.append(f"{path}: not a log format tracecore knows; skipped")
             continue
         try:
@@ -581,6 +590,17 @@ def _parse_logs(
                 tables[name] += table.to_pylist()
             else:
                 extra.setdefault(name, []).append(table)
+
+
+def _wide(path: Path) -> str | None:
+    """The UTF-16/32 encoding of a log that no parser took (logs.wide_encoding), or None."""
+    from tracecore.logs import HEAD_BYTES, wide_encoding
+
+    try:
+        with open(path, "rb") as fh:
+            return wide_encoding(fh.read(HEAD_BYTES))
+    except OSError:
+        return None
 
 
 def _concat(tables: list) -> object:

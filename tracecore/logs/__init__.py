@@ -79,6 +79,34 @@ def parsers() -> tuple[LogParser, ...]:
     return tuple(importlib.import_module(f"{__name__}.{module}").PARSER for module in PARSER_MODULES)
 
 
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32LE"),
+    (b"\x00\x00\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+)
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """'UTF-16LE' (…) when the first bytes of a file are text in UTF-16 or UTF-32, else None.
+
+    Why: the parsers read UTF-8, where such a file's every other byte is a NUL, so it would pass for a
+    binary file and be skipped without a word (a Windows editor or PowerShell's `>` writes UTF-16).
+    Known by its byte-order mark, or without one by ASCII text with a NUL after (or before) each byte.
+    """
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name
+    pairs = len(head) // 2
+    if pairs < 8:
+        return None
+    even, odd = head[0 : 2 * pairs : 2], head[1 : 2 * pairs : 2]
+    for text, zeros, name in ((even, odd, "UTF-16LE"), (odd, even, "UTF-16BE")):
+        if zeros.count(0) == pairs and 0 not in text and all(9 <= b < 127 for b in text):
+            return name
+    return None
+
+
 def detect_parser(path: Path, nested: bool = False) -> LogParser | None:
     """The first parser in `PARSER_MODULES` order that recognises the file (read through gzip when
     compressed), or None; `nested`: the file is in a subfolder, where only event sources are read."""

@@ -7,7 +7,9 @@ Parsers never raise on content: the worst file is an empty table with its bad li
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracecore.logs import ParsedLog
+from tracecore.logs._text import open_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,33 +30,58 @@ KUNGFU_PREFIX = re.compile(r"^\[(?P<peer>[^\]\s]+?)::(?P<stream>stdout|stderr)\]
 MPIRUN_PREFIX = re.compile(r"^\[(?P<job>\d+),(?P<peer>\d+)\]<(?P<stream>stdout|stderr)>: ?")
 
 
-def read_lines(path: Path) -> list[str]:
-    """The file's lines without line ends; undecodable bytes become U+FFFD rather than an exception.
+MAX_LINE = 1 << 20  # characters of a line the line-based parsers read; a longer one is a bad line
+CHUNK_ROWS = 1 << 16  # rows gathered as Python values before they become Arrow arrays
 
-    An unreadable file raises OSError, which ingest reports per file (it keeps going with the rest).
-    """
-    return Path(path).read_bytes().decode("utf-8", errors="replace").splitlines()
+
+def log_lines(path: Path, bad: BadLines) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line of a log, streamed (`bounded_lines`): a line longer than
+    MAX_LINE characters is counted as a bad line and not read into memory. Why: the parsers read
+    whole files before, so a 1 GB file (one sparse, NUL-filled line) took 2.2 GB of memory.
+    A damaged gzip stream ends the file there, counted once, with the lines before it kept.
+    An unreadable file raises OSError, which ingest reports per file (it keeps going with the rest)."""
+    line_no = 0
+    try:
+        for line_no, text, cut in bounded_lines(path, MAX_LINE):
+            if cut:
+                bad.add(line_no, text[:24], f"longer than {MAX_LINE:,} characters; not read")
+            else:
+                yield line_no, text
+    except DamagedStreamError as err:
+        bad.add(line_no + 1, "", str(err))
+
+
+class DamagedStreamError(OSError):
+    """A compressed log whose stream breaks off or fails its check partway through."""
 
 
 def bounded_lines(path: Path, max_chars: int) -> Iterator[tuple[int, str, bool]]:
     """(line number, text without line end, cut short?) for each line, streamed: a line longer than
     `max_chars` yields its first `max_chars` characters and the rest is skipped unread into memory,
     so one hostile multi-gigabyte line costs no more than a normal one."""
-    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+    with open_text(path) as fh:
         line_no = 0
         while True:
-            text = fh.readline(max_chars + 1)
+            text = _read(fh, max_chars + 1)
             if not text:
                 return
             line_no += 1
             cut = len(text) > max_chars and not text.endswith("\n")
             if cut:
                 while True:  # skip the rest of this line in bounded pieces
-                    rest = fh.readline(1 << 16)
+                    rest = _read(fh, 1 << 16)
                     if not rest or rest.endswith("\n"):
                         break
                 text = text[:max_chars]
             yield line_no, text.rstrip("\r\n"), cut
+
+
+def _read(fh, size: int) -> str:
+    """One line of at most `size` characters; a damaged compressed stream raises DamagedStreamError."""
+    try:
+        return fh.readline(size)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+        raise DamagedStreamError(f"compressed stream damaged: {err or 'cut short'}") from None
 
 
 def seconds_to_ns(text: str) -> int:
@@ -98,8 +126,44 @@ def note_empty(rows: int, bad: BadLines, kind: str) -> None:
         bad.examples.append(f"no {kind} line in the file")
 
 
-def parsed_log(columns: dict[str, list[Any]], schema: pa.Schema, bad: BadLines) -> ParsedLog:
+def parsed_log(columns: dict[str, list[Any]] | Rows, schema: pa.Schema, bad: BadLines) -> ParsedLog:
     """What a parser returns: its columns as a table of `schema`, with the bad lines it counted."""
     import pyarrow as pa
 
-    return ParsedLog(table=pa.table(columns, schema=schema), bad_lines=bad.count, first_bad=bad.examples)
+    table = columns.table() if isinstance(columns, Rows) else pa.table(columns, schema=schema)
+    return ParsedLog(table=table, bad_lines=bad.count, first_bad=bad.examples)
+
+
+class Rows:
+    """A parser's rows, gathered as Python values and made Arrow arrays every CHUNK_ROWS rows.
+
+    Why: a row of Python objects costs ten times or more the Arrow values it becomes, so a big log's
+    memory follows the table it makes, not a list of everything it read.
+    """
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+        self.batches: list[pa.RecordBatch] = []
+        self.count = 0
+
+    def add(self, **values: Any) -> None:
+        """One row; a column not given is null."""
+        for name, column in self.columns.items():
+            column.append(values.get(name))
+        self.count += 1
+        if len(next(iter(self.columns.values()))) >= CHUNK_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        self.batches.append(pa.RecordBatch.from_pydict(self.columns, schema=self.schema))
+        for column in self.columns.values():
+            column.clear()
+
+    def table(self) -> pa.Table:
+        import pyarrow as pa
+
+        self._flush()
+        return pa.Table.from_batches(self.batches, schema=self.schema)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._common import BadLines, note_empty, parsed_log, read_lines, strip_tag
+from tracecore.logs._common import BadLines, Rows, log_lines, note_empty, parsed_log, strip_tag
 
 TABLE = "benchmark_output"
 NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -191,34 +191,9 @@ def parse_line(message: str) -> tuple[str, dict[str, Any]] | None:
 
 
 def parse(path: Path) -> ParsedLog:
+    """Streamed line by line (`log_lines`): memory follows the table, not the file."""
     import pyarrow as pa
 
-    bad = BadLines()
-    cols: dict[str, list] = {c: [] for c in COLUMNS}
-    for line_no, line in enumerate(read_lines(path), start=1):
-        if not line.strip():
-            continue
-        peer, stream, message = strip_tag(line)
-        try:
-            parsed = parse_line(message)
-        except (ValueError, json.JSONDecodeError) as err:
-            bad.add(line_no, line, str(err))
-            continue
-        if parsed is None:
-            bad.add(line_no, line)
-            continue
-        kind, values = parsed
-        row = {
-            "line": line_no,
-            "peer": peer,
-            "stream": stream,
-            "kind": kind,
-            "text": message.strip(),
-            **values,
-        }
-        for c in COLUMNS:
-            cols[c].append(row.get(c))
-    note_empty(len(cols["line"]), bad, "benchmark output")
     schema = pa.schema(
         [
             ("line", pa.int64()),
@@ -238,7 +213,24 @@ def parse(path: Path) -> ParsedLog:
             ("text", pa.string()),
         ]
     )
-    return parsed_log(cols, schema, bad)
+    bad = BadLines()
+    out = Rows(schema)
+    for line_no, line in log_lines(path, bad):
+        if not line.strip():
+            continue
+        peer, stream, message = strip_tag(line)
+        try:
+            parsed = parse_line(message)
+        except (ValueError, json.JSONDecodeError) as err:
+            bad.add(line_no, line, str(err))
+            continue
+        if parsed is None:
+            bad.add(line_no, line)
+            continue
+        kind, values = parsed
+        out.add(line=line_no, peer=peer, stream=stream, kind=kind, text=message.strip(), **values)
+    note_empty(out.count, bad, "benchmark output")
+    return parsed_log(out, schema, bad)
 
 
 PARSER = LogParser(table=TABLE, detect=detect, parse=parse)

@@ -23,7 +23,7 @@ from pathlib import Path
 from tracecore.logs import LogParser, ParsedLog
 from tracecore.logs._chrome import TraceRecords
 from tracecore.logs._collectives import DTYPE_BYTES, TABLES, Columns, dtype_name, op_name
-from tracecore.logs._common import BadLines, note_empty, parsed_log
+from tracecore.logs._common import BadLines, Rows, note_empty, parsed_log
 
 TABLE = "horovod_timeline"
 ANCHOR = "start_time_since_epoch_in_micros"
@@ -56,14 +56,34 @@ def _tensor_bytes(args: object) -> tuple[int | None, str | None]:
     return elements * DTYPE_BYTES[dtype], dtype
 
 
+SCHEMA_FIELDS = (
+    ("tensor_id", "int64"),
+    ("tensor", "string"),
+    ("ph", "string"),
+    ("name", "string"),
+    ("ts_us", "float64"),
+    ("ts_ns", "int64"),
+    ("dur_us", "float64"),
+    ("args", "string"),
+)
+INT64 = range(-(2**63), 2**63)
+
+
 def parse(path: Path) -> ParsedLog:
+    """Streamed record by record (`TraceRecords`) into Arrow batches (`Rows`): memory follows the table,
+    not the file (an 87 MB timeline took 1.6 GB when every event was kept as a dict first)."""
     import pyarrow as pa
 
+    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in SCHEMA_FIELDS])
+    # `tensor` is filled at the end (a tensor's name may come after its events); `ts_int` keeps an
+    # integer ts exact for the rows read before the anchor
+    gathered = pa.schema([f for f in schema if f.name != "tensor"] + [pa.field("ts_int", pa.int64())])
     bad = BadLines()
     anchor_us: int | None = None
+    before_anchor = 0  # rows read before the anchor, whose ts_ns is made once it is known
     tensors: dict[int, str] = {}
     open_names: dict[object, list[str]] = {}
-    events: list[dict] = []
+    out = Rows(gathered)
     wire = _Wire()
     for line_no, rec in TraceRecords(path, bad):
         ph = rec.get("ph")
@@ -79,6 +99,9 @@ def parse(path: Path) -> ParsedLog:
             bad.add(line_no, json.dumps(rec)[:160], "event without ph or numeric ts")
             continue
         pid = rec.get("pid")
+        if not isinstance(pid, int | float | str | None):  # a list or object: no tensor to file it under
+            bad.add(line_no, json.dumps(rec)[:160], "pid is not a number or a string")
+            continue
         name = rec.get("name")
         stack = open_names.setdefault(pid, [])
         if ph == "B":
@@ -87,40 +110,69 @@ def parse(path: Path) -> ParsedLog:
             name = stack.pop() if stack else None
         elif ph == "E" and stack:
             stack.pop()
-        events.append({"rec": rec, "name": name, "pid": pid, "ts": ts, "ph": ph})
-        wire.add(line_no, ph, name, pid, ts, rec.get("args"), depth=len(stack))
-    note_empty(len(events), bad, "Horovod timeline event")
-
-    cols: dict[str, list] = {
-        k: [] for k in ("tensor_id", "tensor", "ph", "name", "ts_us", "ts_ns", "dur_us", "args")
-    }
-    for ev in events:
-        rec, pid = ev["rec"], ev["pid"]
+        if anchor_us is None:
+            before_anchor += 1
         args = rec.get("args")
-        cols["tensor_id"].append(pid if isinstance(pid, int) else None)
-        cols["tensor"].append(tensors.get(pid) if isinstance(pid, int) else None)
-        cols["ph"].append(ev["ph"])
-        cols["name"].append(None if ev["name"] is None else str(ev["name"]))
-        cols["ts_us"].append(float(ev["ts"]))
-        cols["ts_ns"].append(None if anchor_us is None else round((anchor_us + ev["ts"]) * 1000))
         dur = rec.get("dur")
-        cols["dur_us"].append(float(dur) if isinstance(dur, int | float) else None)
-        cols["args"].append(json.dumps(args, sort_keys=True) if args else None)
-    schema = pa.schema(
-        [
-            ("tensor_id", pa.int64()),
-            ("tensor", pa.string()),
-            ("ph", pa.string()),
-            ("name", pa.string()),
-            ("ts_us", pa.float64()),
-            ("ts_ns", pa.int64()),
-            ("dur_us", pa.float64()),
-            ("args", pa.string()),
-        ]
-    )
-    parsed = parsed_log(cols, schema, bad)
+        out.add(
+            tensor_id=_int64(pid),
+            ph=ph,
+            name=None if name is None else str(name),
+            ts_us=float(ts),
+            ts_ns=None if anchor_us is None else _ts_ns(anchor_us, ts),
+            dur_us=float(dur) if isinstance(dur, int | float) else None,
+            args=json.dumps(args, sort_keys=True) if args else None,
+            ts_int=_int64(ts) if isinstance(ts, int) else None,
+        )
+        wire.add(line_no, ph, name, pid, ts, args, depth=len(stack))
+    note_empty(out.count, bad, "Horovod timeline event")
+    parsed = parsed_log(out, gathered, bad)
+    parsed.table = _finish(parsed.table, schema, tensors, anchor_us, before_anchor)
     parsed.more = wire.tables(Path(path).name, anchor_us)
     return parsed
+
+
+def _ts_ns(anchor_us: int, ts: float) -> int | None:
+    """An event's Unix time in ns: exact for an integer ts (µs after the anchor)."""
+    return _int64(round((anchor_us + ts) * 1000))
+
+
+def _int64(value: object) -> int | None:
+    return value if isinstance(value, int) and value in INT64 else None
+
+
+def _finish(table, schema, tensors: dict[int, str], anchor_us: int | None, before_anchor: int):
+    """The gathered rows as `schema`: each tensor's name by its id, and the ts_ns of the rows read
+    before the anchor (none in Horovod's own files, whose first record is the anchor)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    known = [(pid, name) for pid, name in tensors.items() if pid in INT64]
+    ids = pa.array([pid for pid, _ in known], pa.int64())
+    names = pa.array([name for _, name in known], pa.string())
+    tensor = pc.take(names, pc.index_in(table["tensor_id"], value_set=ids))
+    ts_ns = table["ts_ns"]
+    if anchor_us is not None and before_anchor:
+        early = table.slice(0, before_anchor).select(["ts_us", "ts_int"]).to_pylist()
+        exact = [_ts_ns(anchor_us, r["ts_us"] if r["ts_int"] is None else r["ts_int"]) for r in early]
+        rest = table["ts_ns"].slice(before_anchor).combine_chunks()
+        ts_ns = pa.concat_arrays([pa.array(exact, pa.int64()), rest])
+    columns = {f.name: table[f.name] for f in schema if f.name not in ("tensor", "ts_ns")}
+    columns |= {"tensor": tensor, "ts_ns": ts_ns}
+    return pa.table([columns[f.name] for f in schema], schema=schema)
+
+
+class _Activity:
+    """One backend activity of a tensor (slots: a timeline holds hundreds of thousands)."""
+
+    __slots__ = ("bytes", "dtype", "end", "line", "name", "start", "tensors")
+
+    def __init__(self, name: str, start: float, line: int) -> None:
+        self.name, self.start, self.line = name, start, line
+        self.end: float = start
+        self.bytes: int | None = None
+        self.dtype: str | None = None
+        self.tensors = 1
 
 
 class _Wire:
@@ -128,9 +180,9 @@ class _Wire:
     tensors (one activity, same begin and end) as one collective of their summed bytes."""
 
     def __init__(self) -> None:
-        self.open: dict[object, dict] = {}  # tensor → its activity in progress
-        self.waiting: dict[object, list[dict]] = {}  # tensor → activities whose size comes later
-        self.done: list[dict] = []
+        self.open: dict[object, _Activity] = {}  # tensor → its activity in progress
+        self.waiting: dict[object, list[_Activity]] = {}  # tensor → activities whose size comes later
+        self.done: list[_Activity] = []
         self.ranks: set[int] = set()
 
     def add(self, line: int, ph: str, name: object, pid: object, ts: float, args: object, depth: int) -> None:
@@ -139,47 +191,50 @@ class _Wire:
         if not isinstance(name, str):
             return
         if ph == "B" and _WIRE.match(name):
-            self.open[pid] = {"name": name, "start": ts, "line": line, "bytes": None, "dtype": None}
-        elif ph == "E" and name in (self.open.get(pid) or {}).get("name", ()):
+            self.open[pid] = _Activity(name, ts, line)
+        elif ph == "E" and pid in self.open and name in self.open[pid].name:
             act = self.open.pop(pid)
-            act["end"] = ts
+            act.end = ts
             self.done.append(act)
             self.waiting.setdefault(pid, []).append(act)
         elif ph == "E" and depth == 0:  # the tensor's operation ends: its size is written here
             size, dtype = _tensor_bytes(args)
             for act in self.waiting.pop(pid, []):
-                act["bytes"], act["dtype"] = size, dtype
+                act.bytes, act.dtype = size, dtype
 
     def tables(self, file: str, anchor_us: int | None) -> dict:
-        fused: dict[tuple, dict] = {}
+        fused: dict[tuple, _Activity] = {}
         for act in self.done:
-            key = (act["name"], act["start"], act["end"])
-            group = fused.setdefault(key, {**act, "bytes": 0, "tensors": 0})
-            group["tensors"] += 1
-            known = group["bytes"] is not None and act["bytes"] is not None
-            group["bytes"] = group["bytes"] + act["bytes"] if known else None
+            key = (act.name, act.start, act.end)
+            group = fused.get(key)
+            if group is None:
+                fused[key] = act
+                continue
+            group.tensors += 1
+            known = group.bytes is not None and act.bytes is not None
+            group.bytes = group.bytes + act.bytes if known else None
 
         def unix(us: float) -> int | None:
             return None if anchor_us is None else round((anchor_us + us) * 1000)
 
         out = Columns(TABLES["collectives"])
-        for seq, c in enumerate(sorted(fused.values(), key=lambda c: (c["start"], c["line"]))):
+        for seq, c in enumerate(sorted(fused.values(), key=lambda c: (c.start, c.line))):
             out.add(
                 file=file,
                 source="horovod_timeline",
-                backend=c["name"].split("_", 1)[0].lower(),
+                backend=c.name.split("_", 1)[0].lower(),
                 rank=0,
                 comm="horovod",
                 comm_size=max(self.ranks) + 1 if self.ranks else None,
-                op=op_name(c["name"].split("_", 1)[1]),
-                source_op=c["name"],
+                op=op_name(c.name.split("_", 1)[1]),
+                source_op=c.name,
                 seq=seq,
-                bytes=c["bytes"],
-                dtype=c["dtype"],
-                start_ns=unix(c["start"]),
-                end_ns=unix(c["end"]),
+                bytes=c.bytes,
+                dtype=c.dtype,
+                start_ns=unix(c.start),
+                end_ns=unix(c.end),
                 time_source="backend_work",
-                line=c["line"],
+                line=c.line,
             )
         clocks = Columns(TABLES["collective_clocks"])
         clocks.add(

@@ -13,7 +13,7 @@ import csv
 from pathlib import Path
 
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._common import BadLines, note_empty, parsed_log, read_lines, seconds_to_ns
+from tracecore.logs._common import BadLines, Rows, log_lines, note_empty, parsed_log, seconds_to_ns
 
 TABLE = "loss_curve"
 AXES = ("step", "epoch")
@@ -43,17 +43,28 @@ def detect(head: str) -> bool:
 
 
 def parse(path: Path) -> ParsedLog:
+    """Streamed line by line (`log_lines`): memory follows the table, not the file."""
     import pyarrow as pa
 
-    lines = read_lines(path)
+    schema = pa.schema(
+        [
+            ("line", pa.int64()),
+            ("step", pa.int64()),
+            ("epoch", pa.float64()),
+            ("loss", pa.float64()),
+            ("ts_ns", pa.int64()),
+        ]
+    )
     bad = BadLines()
-    start = next((i for i, line in enumerate(lines) if line.strip()), None)
-    fields = _fields(lines[start]) if start is not None else []
-    index = {name: i for i, name in enumerate(fields)}
-    cols: dict[str, list] = {"line": [], "step": [], "epoch": [], "loss": [], "ts_ns": []}
-    for offset, line in enumerate(lines[start + 1 :] if start is not None else []):
-        line_no = start + offset + 2
+    out = Rows(schema)
+    fields: list[str] | None = None
+    index: dict[str, int] = {}
+    for line_no, line in log_lines(path, bad):
         if not line.strip():
+            continue
+        if fields is None:  # the first line that is not blank names the columns
+            fields = _fields(line)
+            index = {name: i for i, name in enumerate(fields)}
             continue
         try:
             record = next(csv.reader([line]))
@@ -71,22 +82,9 @@ def parse(path: Path) -> ParsedLog:
         except ValueError as err:
             bad.add(line_no, line, str(err))
             continue
-        cols["line"].append(line_no)
-        cols["step"].append(step)
-        cols["epoch"].append(epoch)
-        cols["loss"].append(loss)
-        cols["ts_ns"].append(ts_ns)
-    note_empty(len(cols["line"]), bad, "loss curve")
-    schema = pa.schema(
-        [
-            ("line", pa.int64()),
-            ("step", pa.int64()),
-            ("epoch", pa.float64()),
-            ("loss", pa.float64()),
-            ("ts_ns", pa.int64()),
-        ]
-    )
-    return parsed_log(cols, schema, bad)
+        out.add(line=line_no, step=step, epoch=epoch, loss=loss, ts_ns=ts_ns)
+    note_empty(out.count, bad, "loss curve")
+    return parsed_log(out, schema, bad)
 
 
 PARSER = LogParser(table=TABLE, detect=detect, parse=parse)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from tracecore.logs import LogParser, ParsedLog
+from tracecore.logs._common import BadLines, Rows, log_lines, parsed_log
 
 HEADER = "Type,ID,Timestamp,Loss,Accuracy"
 SCHEMA = pa.schema(
@@ -59,33 +60,29 @@ def _float(text: str) -> float:
 
 
 def parse(path: Path) -> ParsedLog:
-    """Every Batch/Epoch row; other lines before the header are noise, bad rows after it are counted."""
-    cols: dict[str, list] = {name: [] for name in SCHEMA.names}
-    bad = 0
-    first_bad: list[str] = []
+    """Every Batch/Epoch row; other lines before the header are noise, bad rows after it are counted.
+    Streamed line by line (`log_lines`): memory follows the table, not the file."""
+    bad = BadLines()
+    out = Rows(SCHEMA)
     seen_header = False
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            line = _strip(raw)
-            if line == HEADER:
-                seen_header = True
-                continue
-            if not _ROW.match(line):
-                continue  # warnings, progress bars, framework chatter
-            try:
-                kind, ident, ts, loss, acc = line.split(",")
-                row = (kind, int(ident), _ts_ns(ts), _float(loss), _float(acc))
-            except ValueError as err:
-                bad += 1
-                if len(first_bad) < 3:
-                    first_bad.append(f"{path}: line {lineno}: {line[:80]!r} ({err})")
-                continue
-            for name, value in zip(SCHEMA.names, row, strict=True):
-                cols[name].append(value)
-    if not seen_header and not cols["type"]:
-        bad += 1
-        first_bad.append(f"{path}: no `{HEADER}` header and no rows")
-    return ParsedLog(pa.Table.from_pydict(cols, schema=SCHEMA), bad, first_bad)
+    for lineno, raw in log_lines(path, bad):
+        line = _strip(raw)
+        if line == HEADER:
+            seen_header = True
+            continue
+        if not _ROW.match(line):
+            continue  # warnings, progress bars, framework chatter
+        try:
+            kind, ident, ts, loss, acc = line.split(",")
+            row = (kind, int(ident), _ts_ns(ts), _float(loss), _float(acc))
+        except ValueError as err:
+            bad.add(lineno, repr(line[:80]), str(err))
+            continue
+        out.add(**dict(zip(SCHEMA.names, row, strict=True)))
+    if not seen_header and not out.count:
+        bad.count += 1
+        bad.examples.append(f"no `{HEADER}` header and no rows")
+    return parsed_log(out, SCHEMA, bad)
 
 
 PARSER = LogParser(table="train_log", detect=detect, parse=parse)

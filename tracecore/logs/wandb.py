@@ -19,13 +19,12 @@ import math
 from pathlib import Path
 
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._common import BadLines, note_empty, parsed_log, read_lines, seconds_to_ns
+from tracecore.logs._common import BadLines, Rows, log_lines, note_empty, parsed_log, seconds_to_ns
 
 TABLE = "wandb_history"
 SPECIAL = ("_step", "_timestamp", "_runtime")
 GROUP_SEP = " - "
 MISSING = {"", "nan", "NaN", "None", "null"}
-SCHEMA_NAMES = ("wandb_run", "row", "step", "ts_ns", "runtime_s", "key", "value", "text")
 
 
 def _header(head: str) -> list[str] | None:
@@ -71,37 +70,9 @@ def _number(text: str) -> float | None:
 
 
 def parse(path: Path) -> ParsedLog:
+    """Streamed line by line (`log_lines`): memory follows the table, not the file."""
     import pyarrow as pa
 
-    lines = read_lines(path)
-    bad = BadLines()
-    start = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
-    fields = next(csv.reader([lines[start]])) if start < len(lines) else []
-    groups = _groups(fields)
-    cols: dict[str, list] = {name: [] for name in SCHEMA_NAMES}
-    rows = 0
-    for line_no, record in _records(lines, start + 1, bad):
-        if len(record) != len(fields):
-            bad.add(line_no, ",".join(record), f"{len(record)} fields, header has {len(fields)}")
-            continue
-        parsed = _parse_row(record, groups)
-        if parsed is None:
-            bad.add(line_no, ",".join(record), "unreadable _step or _timestamp")
-            continue
-        for run, step, ts_ns, runtime, metrics in parsed:
-            # A row with no metric still marks a time; keep it as one row with key null.
-            for key, raw in metrics or [(None, None)]:
-                value = _number(raw) if raw is not None else None
-                cols["wandb_run"].append(run)
-                cols["row"].append(rows)
-                cols["step"].append(step)
-                cols["ts_ns"].append(ts_ns)
-                cols["runtime_s"].append(runtime)
-                cols["key"].append(key)
-                cols["value"].append(value if value is not None and not math.isnan(value) else None)
-                cols["text"].append(raw if value is None else None)
-        rows += 1
-    note_empty(rows, bad, "wandb history")
     schema = pa.schema(
         [
             ("wandb_run", pa.string()),
@@ -114,18 +85,47 @@ def parse(path: Path) -> ParsedLog:
             ("text", pa.string()),
         ]
     )
-    return parsed_log(cols, schema, bad)
-
-
-def _records(lines: list[str], first: int, bad: BadLines):
-    for offset, line in enumerate(lines[first:]):
-        line_no = first + offset + 1
+    bad = BadLines()
+    out = Rows(schema)
+    fields: list[str] | None = None
+    groups: dict[str | None, dict[str, int]] = {}
+    rows = 0
+    for line_no, line in log_lines(path, bad):
         if not line.strip():
             continue
         try:
-            yield line_no, next(csv.reader([line]))
+            record = next(csv.reader([line]))
         except csv.Error as err:
             bad.add(line_no, line, str(err))
+            continue
+        if fields is None:  # the first line that is not blank names the columns
+            fields, groups = record, _groups(record)
+            continue
+        if len(record) != len(fields):
+            bad.add(line_no, ",".join(record), f"{len(record)} fields, header has {len(fields)}")
+            continue
+        parsed = _parse_row(record, groups)
+        if parsed is None:
+            bad.add(line_no, ",".join(record), "unreadable _step or _timestamp")
+            continue
+        for run, step, ts_ns, runtime, metrics in parsed:
+            # A row with no metric still marks a time; keep it as one row with key null.
+            for key, raw in metrics or [(None, None)]:
+                value = _number(raw) if raw is not None else None
+                number = value is not None and not math.isnan(value)
+                out.add(
+                    wandb_run=run,
+                    row=rows,
+                    step=step,
+                    ts_ns=ts_ns,
+                    runtime_s=runtime,
+                    key=key,
+                    value=value if number else None,
+                    text=raw if value is None else None,
+                )
+        rows += 1
+    note_empty(rows, bad, "wandb history")
+    return parsed_log(out, schema, bad)
 
 
 def _parse_row(record: list[str], groups: dict[str | None, dict[str, int]]):

@@ -88,6 +88,8 @@ ERR_SHORTBLOCK = 4  # pcapng packet block too short for its fixed fields
 ERR_IFACE = 5  # packet for an interface not declared in its section
 ERR_OVERRUN = 6  # captured length overruns the block
 ERR_NOIFACE = 7  # simple packet block before any IDB
+ERR_TIMESTAMP = 8  # pcapng timestamp past what int64 ns hold
+ERR_ZEROLEN = 9  # a packet whose original length is 0: zero-filled or garbage data, no real packet
 
 ERR_MESSAGES = {
     ERR_CAPLEN: "corrupt record: captured length {} is larger than any real packet",
@@ -97,4 +99,6 @@ ERR_MESSAGES = {
     ERR_IFACE: "corrupt pcapng packet block: interface {} not declared in this section",
     ERR_OVERRUN: "corrupt pcapng packet block: captured length {} overruns the block",
     ERR_NOIFACE: "pcapng simple packet block before any interface description ({})",
+    ERR_TIMESTAMP: "corrupt pcapng packet block: its timestamp lies past 2262, beyond int64 nanoseconds",
+    ERR_ZEROLEN: "corrupt record: original length 0, which no real packet has (zero-filled or garbage data)",
 }

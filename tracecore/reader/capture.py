@@ -47,7 +47,7 @@ class ReaderStats:
 class _Section:
     order: str = "<"
     ifaces: list[formats.Interface] = field(default_factory=list)
-    table: np.ndarray = field(default_factory=lambda: np.zeros((1, 5), dtype=np.int64))
+    table: np.ndarray = field(default_factory=lambda: np.zeros((1, 6), dtype=np.int64))
 
 
 class CaptureReader:
@@ -159,6 +159,8 @@ class CaptureReader:
                 if st[abi.N]:
                     yield self._flush(cols, table, st)
                 msg = abi.ERR_MESSAGES[int(st[abi.ERR])].format(int(st[abi.ERR_VALUE]))
+                if win.kind:  # the offset counts the decompressed bytes, not the file's
+                    msg += f", in the decompressed {win.kind} stream"
                 self._count(st)
                 raise CaptureError(self.path, msg, offset, self.stats.packets)
             # ST_NEED, or a metadata block not wholly in the buffer
@@ -318,7 +320,7 @@ class CaptureReader:
                 ) from None
             sec.order = order
             sec.ifaces = []
-            sec.table = np.zeros((1, 5), dtype=np.int64)
+            sec.table = np.zeros((1, 6), dtype=np.int64)
             self.stats.sections += 1
             self.stats.formats.add("pcapng-le" if order == "<" else "pcapng-be")
             return pos + blen
@@ -330,10 +332,9 @@ class CaptureReader:
                 self.path, f"corrupt interface description block: {exc}", offset, self.stats.packets
             ) from None
         sec.ifaces.append(iface)
-        sec.table = np.array(
-            [[i.link_type, i.snaplen, i.tsres.kind, i.tsres.factor, i.tsres.offset_ns] for i in sec.ifaces],
-            dtype=np.int64,
-        )
+        row = [iface.link_type, iface.snaplen, iface.tsres.kind, iface.tsres.factor, iface.tsres.offset_ns]
+        rows = [*sec.table[: len(sec.ifaces) - 1].tolist(), [*row, iface.tsres.limit_bits]]
+        sec.table = np.array(rows, dtype=np.int64)
         self.stats.interfaces += 1
         self.stats.link_types.add(iface.link_type)
         return pos + blen

@@ -78,6 +78,25 @@ class TsRes:
             )
         return ns + self.offset_ns
 
+    @property
+    def max_units(self) -> int:
+        """The largest counter (0 to 2^64 − 1) whose time fits int64 ns; why: the kernel multiplies in
+        int64, so a later one (past 2262) would wrap to a time in the past, and it refuses those."""
+        lo, hi = -1, 2**64 - 1  # to_ns is monotone: the last counter at or below the limit
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.to_ns(mid) <= 2**63 - 1:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    @property
+    def limit_bits(self) -> int:
+        """`max_units` as the int64 of the same bits (the kernel's table is int64; it compares unsigned)."""
+        units = self.max_units
+        return units - 2**64 if units >= 2**63 else units
+
 
 @dataclass(frozen=True)
 class Interface:
@@ -147,6 +166,8 @@ def parse_idb(body: bytes, order: str) -> Interface:
         raise ValueError(f"if_tsresol 2^-{tsres.factor} is not representable")
     if tsres.kind == TS_DIV and tsres.factor > 10**18:
         raise ValueError("if_tsresol finer than 10^-27 s is not representable")
+    if abs(offset_s) > (2**63 - 1) // 1_000_000_000:  # the kernel adds it to int64 ns
+        raise ValueError(f"if_tsoffset {offset_s} s is not representable in int64 nanoseconds")
     return Interface(link, snaplen, TsRes(tsres.kind, tsres.factor, offset_s * 1_000_000_000))
 
 

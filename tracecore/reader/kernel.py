@@ -40,8 +40,10 @@ from tracecore.reader.abi import (
     ERR_NOIFACE,
     ERR_OVERRUN,
     ERR_SHORTBLOCK,
+    ERR_TIMESTAMP,
     ERR_TRAILER,
     ERR_VALUE,
+    ERR_ZEROLEN,
     F_ACK_REQ,
     F_BECN,
     F_FECN,
@@ -994,6 +996,9 @@ def pcap_records(
                 st[ERR_VALUE] = cap
                 status = np.int64(ST_CORRUPT)
                 break
+            if orig == 0:  # zero-filled data: it would read as endless empty packets at time 0
+                status = _corrupt(st, ERR_ZEROLEN, 0)
+                break
             if pos + 16 + cap > end:
                 status = np.int64(ST_NEED)
                 break
@@ -1056,7 +1061,8 @@ def pcapng_blocks(
     u_rows,
     st,
 ):
-    """pcapng blocks of one section from `pos`; ifs rows: link, snaplen, ts kind, factor, offset.
+    """pcapng blocks of one section from `pos`; ifs rows: link, snaplen, ts kind, factor, offset, and
+    the largest timestamp counter whose time fits int64 ns (as uint64 bits: formats.max_units).
 
     Chunks and counters as in `pcap_records`.
     """
@@ -1112,7 +1118,13 @@ def pcapng_blocks(
                 if 28 + cap > blen - 4:
                     status = _corrupt(st, ERR_OVERRUN, cap)
                     break
+                if orig == 0:
+                    status = _corrupt(st, ERR_ZEROLEN, 0)
+                    break
                 t = (_u32(buf, pos + 12, big) << 32) | _u32(buf, pos + 16, big)
+                if U64(t) > U64(ifs[ifid, 5]):  # past int64 ns: the product would wrap
+                    status = _corrupt(st, ERR_TIMESTAMP, t)
+                    break
                 ts = _ts_ns(t, ifs[ifid, 2], ifs[ifid, 3], ifs[ifid, 4])
                 known, npend = _row(buf, pos + 28, cap, orig, ts, ifid, ifs[ifid, 0], n, first, cols, npend)
                 if not known:
@@ -1127,6 +1139,9 @@ def pcapng_blocks(
                     status = _corrupt(st, ERR_SHORTBLOCK, blen)
                     break
                 orig = _u32(buf, pos + 8, big)
+                if orig == 0:
+                    status = _corrupt(st, ERR_ZEROLEN, 0)
+                    break
                 cap = min(orig, blen - 16)
                 if ifs[0, 1] > 0:
                     cap = min(cap, ifs[0, 1])
