@@ -60,6 +60,7 @@ KERNEL_TESTS = ("tests/test_reader_corpus.py", "tests/test_views_exact.py")
 NCCL_TESTS = ("tests/test_views_nccl.py", "tests/test_views_nccl_socket.py")
 COLLECTIVE_TESTS = ("tests/test_views_collectives.py",)
 TCP_HEALTH_TESTS = ("tests/test_views_tcp_health.py",)
+BOUND_TESTS = ("tests/test_hardening_bounds.py",)
 RDMA_TESTS = ("tests/test_views_rdma.py",)
 SHARED_QP_TEST = (
     "tests/test_views_rdma.py::test_a_flow_is_told_apart_by_its_receiver_when_receivers_share_a_qp_number"
@@ -685,6 +686,25 @@ MUTANTS = [
         "count(*) FILTER (win = 1 AND fl & 7 = 0) AS zero_window",
         "zero-window events counted at window 1",
         TCP_HEALTH_TESTS,
+    ),
+    # ---- the grids' size bound (issue 25, item 13) ---------------------------------------------------
+    Mutant(
+        "grid_check.limit_a_zero_too_many",
+        "queries/grid_check.sql",
+        "SELECT 5000000::BIGINT AS max_rows",
+        "SELECT 50000000::BIGINT AS max_rows",
+        "the grid limit ten times what the project states",
+        BOUND_TESTS,
+        ci=("tests/test_hardening_bounds.py::test_a_too_fine_bin_is_refused_before_running",),
+    ),
+    Mutant(
+        "grid_rows.series_are_workers",
+        "queries/grid_rows.sql",
+        "CASE WHEN by_pair THEN greatest(workers * (workers - 1), 1) ELSE 1 END AS series",
+        "CASE WHEN by_pair THEN greatest(workers, 1) ELSE 1 END AS series",
+        "a per-pair grid sized by workers, not by directed pairs",
+        BOUND_TESTS,
+        ci=("tests/test_hardening_bounds.py::test_a_too_fine_bin_is_refused_before_running",),
     ),
 ]
 
