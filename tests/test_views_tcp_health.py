@@ -117,10 +117,8 @@ def compare(got: dict[tuple, dict], want: dict[tuple, dict], where: str) -> Coun
     total: Counter = Counter()
     for key, w in want.items():
         g = got[key]
-        assert {c: g[c] for c in ("packets", *COUNTS)} == {c: w[c] for c in ("packets", *COUNTS)}, (
-            where,
-            key,
-        )
+        view, shark = ({c: d[c] for c in ("packets", *COUNTS)} for d in (g, w))
+        assert view == shark, f"{where} {key}: view {view}, tshark {shark}"
         rtt = w.get("rtt", [])
         assert g["rtt_samples"] == len(rtt), (where, key)
         if rtt and where not in TSHARK_SUBSECOND_OVERFLOW:
