@@ -117,10 +117,8 @@ def compare(got: dict[tuple, dict], want: dict[tuple, dict], where: str) -> Coun
     total: Counter = Counter()
     for key, w in want.items():
         g = got[key]
-        assert {c: g[c] for c in ("packets", *COUNTS)} == {c: w[c] for c in ("packets", *COUNTS)}, (
-            where,
-            key,
-        )
+        view, shark = ({c: d[c] for c in ("packets", *COUNTS)} for d in (g, w))
+        assert view == shark, f"{where} {key}: view {view}, tshark {shark}"
         rtt = w.get("rtt", [])
         assert g["rtt_samples"] == len(rtt), (where, key)
         if rtt and where not in TSHARK_SUBSECOND_OVERFLOW:
@@ -169,14 +167,20 @@ def test_every_tcp_flow_of_the_corpus_matches_tshark(corpus_dir: Path, tcp_corpu
     assert total["rtt_samples"] > 150, total
 
 
-# rank 0 reads one TCP stream to its end, through a small receive buffer it leaves full for 0.3 s
-# (zero windows, segments that fill the window); rank 1 sends it 4 MB (retrying until rank 0 listens)
+# rank 0 reads one TCP stream to its end, through a small receive buffer it leaves full (zero windows,
+# segments that fill the window): it starts reading once ≥ 16 KiB wait unread and none came for 0.5 s
+# (at most 20 s), not after a fixed time, which an early loss's retransmission timeout (0.2 s, doubling)
+# could outlast with the window still open; rank 1 sends it 4 MB (retrying until rank 0 listens)
 TRANSFER = (
-    "import socket,sys,time\n"
+    "import fcntl,socket,struct,sys,termios,time\n"
     "rank, host = int(sys.argv[1]), sys.argv[2]\n"
     "if rank == 0:\n"
     "    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)\n"
-    "    srv.bind(('0.0.0.0', 29611)); srv.listen(); c, _ = srv.accept(); time.sleep(0.3)\n"
+    "    srv.bind(('0.0.0.0', 29611)); srv.listen(); c, _ = srv.accept(); seen = -1\n"
+    "    for _ in range(40):\n"
+    "        time.sleep(0.5); unread = struct.unpack('i', fcntl.ioctl(c, termios.FIONREAD, bytes(4)))[0]\n"
+    "        if unread == seen >= 16384: break\n"
+    "        seen = unread\n"
     "    while c.recv(1 << 16): pass\n"
     "else:\n"
     "    for _ in range(200):\n"
