@@ -680,6 +680,14 @@ MUTANTS = [
         TCP_HEALTH_TESTS,
     ),
     Mutant(
+        "tcp_health.ack_of_keep_alive_is_dup",
+        "queries/tcp_health.sql",
+        "SELECT c.* REPLACE (c.dup_ack AND NOT coalesce(k.keep_alive, false) AS dup_ack)",
+        "SELECT c.* REPLACE (c.dup_ack AS dup_ack)",
+        "an ACK answering a keep-alive (a zero-window probe) counted as a duplicate ACK",
+        TCP_HEALTH_TESTS,
+    ),
+    Mutant(
         "tcp_health.zero_window_is_one",
         "queries/tcp_health.sql",
         "count(*) FILTER (win = 0 AND fl & 7 = 0) AS zero_window",

@@ -21,8 +21,9 @@
 --                    no SYN/FIN/RST) excepted (tshark: retransmission, fast_retransmission and
 --                    spurious_retransmission together)
 --   dup_acks         no payload, no SYN/FIN/RST, a nonzero window equal to the flow's previous
---                    packet's, the same acknowledgment number, and sequence number = `next`
---                    (tshark: tcp.analysis.duplicate_ack)
+--                    packet's, the same acknowledgment number, and sequence number = `next`, unless
+--                    it answers a keep-alive (the reverse flow's last packet before it one; a zero-
+--                    window probe is one) (tshark: tcp.analysis.duplicate_ack, keep_alive_ack)
 --   zero_window      a window field of 0 on a packet without SYN/FIN/RST (tshark: zero_window)
 --   window_full      a segment with payload, no SYN/FIN/RST, ending exactly at the reverse flow's
 --                    last acknowledgment + its window scaled (tshark: window_full); window scaling
@@ -99,10 +100,17 @@ classified AS (
            span > 0 AND rel < nxt
                AND NOT (len <= 1 AND fl & 7 = 0 AND rel = nxt - 1) AS behind,  -- keep-alives excepted
            len = 0 AND fl & 7 = 0 AND win > 0 AND win = prev_win AND ak = prev_ak AND rel = nxt AS dup_ack,
+           len <= 1 AND fl & 7 = 0 AND rel = nxt - 1 AS keep_alive,
            -- a sequence end sent more than once is no RTT sample (Karn)
            count(*) FILTER (WHERE span > 0) OVER (PARTITION BY flow, (sq::BIGINT + span) % 4294967296)
                AS sends_of_end
     FROM ends
+),
+acked AS (
+    -- an ACK that answers a keep-alive (the reverse flow's last packet before it) is no dup ACK
+    SELECT c.* REPLACE (c.dup_ack AND NOT coalesce(k.keep_alive, false) AS dup_ack)
+    FROM classified AS c
+    ASOF LEFT JOIN (SELECT flow, ts_ns, keep_alive FROM classified) AS k ON k.flow = c.back AND k.ts_ns < c.ts_ns
 ),
 handshake AS (
     -- a connection's first RTT (tshark's): from the client's last SYN to its first ACK without SYN
@@ -127,7 +135,7 @@ dup_runs AS (
     SELECT back AS flow, ts_ns, ak,
            count(*) FILTER (WHERE dup_ack) OVER (PARTITION BY flow, ak ORDER BY ts_ns, sq ROWS UNBOUNDED PRECEDING)
                AS dups
-    FROM classified
+    FROM acked
     WHERE fl & 16 = 16
 ),
 marked AS (
@@ -135,7 +143,7 @@ marked AS (
     -- before it) is a retransmission even when it would pass for out-of-order
     SELECT c.*, c.behind AND c.ts_ns - c.nxt_ns < coalesce(t.rtt_ns, ooo_ns) AND c.rel + c.span <> c.nxt
                AND NOT coalesce(d.dups >= 2 AND d.ak = c.sq AND c.ts_ns - d.ts_ns < 20000000, false) AS ooo
-    FROM classified AS c
+    FROM acked AS c
     LEFT JOIN threshold AS t ON t.flow = c.flow
     ASOF LEFT JOIN dup_runs AS d ON d.flow = c.flow AND d.ts_ns < c.ts_ns
 ),
