@@ -640,8 +640,8 @@ MUTANTS = [
     Mutant(
         "compare.group_sums",
         "queries/compare.sql",
-        "avg(r.value) AS value",
-        "sum(r.value) AS value",
+        "list_avg(list(r.value ORDER BY r.run)) AS value",
+        "list_sum(list(r.value ORDER BY r.run)) AS value",
         "a group's value is the sum of its runs', not their mean",
         ci=("tests/test_views_contention.py::test_compare_groups_by_a_run_meta_column",),
     ),

@@ -70,13 +70,14 @@ per_run AS (  -- (run, metric, src_worker, dst_worker, value)
            unnest([bytes / steps, payload_bytes / steps])
     FROM topology_check(runs := runs)
     UNION ALL
-    SELECT run, unnest(['mean_gbps', 'peak_gbps']), src_worker, dst_worker, unnest([avg(gbps), max(gbps)])
+    SELECT run, unnest(['mean_gbps', 'peak_gbps']), src_worker, dst_worker,
+           unnest([sum(bytes) * 8.0 / (count(*) * any_value(bin_ns)), max(gbps)])  -- exact sums: same bits in any order
     FROM link_steady(bin_ns := bin_ns, runs := runs)
     WHERE steady
     GROUP BY run, src_worker, dst_worker
 ),
 per_side AS (
-    SELECT p.side, r.metric, r.src_worker, r.dst_worker, avg(r.value) AS value
+    SELECT p.side, r.metric, r.src_worker, r.dst_worker, list_avg(list(r.value ORDER BY r.run)) AS value
     FROM per_run AS r
     JOIN picked AS p USING (run)
     WHERE r.value IS NOT NULL

@@ -291,18 +291,23 @@ def test_split_dense_sends_rows_with_any_null_to_the_nullable_part() -> None:
     table = read_capture(sample_run() / "worker-0-tcpdump.pcap")
     batch = widen(table.combine_chunks().to_batches()[0])
     dense, sparse = split_dense(batch)
-    # worker-0's 4531 packets: 3 ARP replies have null IP fields (tshark -Y 'not tcp': frames 1, 3, 5)
-    assert (dense.num_rows, sparse.num_rows) == (4528, 3)
+    # worker-0's 4531 packets: 3 ARP replies have null IP fields (tshark -Y 'not tcp': frames 1, 3, 5),
+    # 6 SYNs carry a window scale option (a layer column: tshark -Y 'tcp.options.wscale.shift')
+    assert (dense.num_rows, sparse.num_rows) == (4522, 9)
     assert dense.schema == DENSE_SCHEMA
     # the dense part: every column required, the layer columns (RDMA, tunnels: null on TCP rows) left out
     assert dense.schema.names == [name for name in DATASET_SCHEMA.names if name not in LAYER_COLUMNS]
     assert not any(f.nullable for f in dense.schema)
     assert all(dense.column(i).null_count == 0 for i in range(dense.num_columns))
     assert sparse.schema == DATASET_SCHEMA
-    # every sparse row lacks some field besides the layer columns (ARP has no IP, UDP no TCP flags)
+    # every sparse row lacks some field besides the layer columns (ARP has no IP, UDP no TCP flags) or
+    # carries a layer value (a SYN's window scale)
     core = [DATASET_SCHEMA.get_field_index(name) for name in DENSE_SCHEMA.names]
     has_null = [any(sparse.column(i)[r].as_py() is None for i in core) for r in range(sparse.num_rows)]
-    assert all(has_null)
+    scales = sparse.column("tcp_window_scale").to_pylist()
+    assert sum(has_null) == 3
+    assert all(n or w is not None for n, w in zip(has_null, scales, strict=True))
+    assert sum(w is not None for w in scales) == 6
     assert dense.num_rows + sparse.num_rows == batch.num_rows
     both = pa.Table.from_batches([sparse, _with_null_layers(dense)]).sort_by("ts_ns")
     assert both["ts_ns"].to_pylist() == sorted(batch.column(0).to_pylist())
@@ -352,7 +357,7 @@ def test_split_dense_keeps_every_row_and_layer_value_of_the_rdma_corpus() -> Non
             sparse.column(c).null_count < len(sparse) for c in LAYER_COLUMNS
         )
     assert split == 11  # the perftest, NCCL and IPoIB captures hold TCP rows and others
-    assert set_layers == 16  # all but IPoIB carry RoCE or tunnel values in their sparse part
+    assert set_layers == 17  # RoCE or tunnel values, IPoIB's SYNs their window scale
 
 
 def test_widen_keeps_every_value_and_null_of_the_byte_columns() -> None:
