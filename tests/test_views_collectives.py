@@ -54,6 +54,17 @@ def rows(con, sql: str, params: list | None = None) -> list[dict]:
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
+def ingested_rows(runs: Path, data: Path, **queries: str) -> dict[str, list[dict]]:
+    """Ingest the run folders under `runs` into `data` (no problems allowed) and answer each query."""
+    summary = ingest([runs], data, jobs=1)
+    assert not summary.problems, summary.problems
+    con = open_catalog(data)
+    try:
+        return {name: rows(con, sql) for name, sql in queries.items()}
+    finally:
+        con.close()
+
+
 def test_every_source_file_gives_collectives_with_its_worker(con) -> None:
     got = rows(
         con,
@@ -251,14 +262,13 @@ def test_without_nccl_logs_each_rank_is_the_capture_of_its_number(tmp_path: Path
     shutil.copytree(
         PROFILERS / CNN, run, ignore=shutil.ignore_patterns("nccl-profiler-example_*", "nccl.*.log")
     )
-    summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
-    assert not summary.problems, summary.problems
-    con = open_catalog(tmp_path / "data")
-    try:
-        got = rows(con, "SELECT DISTINCT rank, worker, worker_from FROM collective_calls ORDER BY rank")
-        captures = rows(con, "SELECT capture, worker FROM workers ORDER BY capture")
-    finally:
-        con.close()
+    answers = ingested_rows(
+        tmp_path / "runs",
+        tmp_path / "data",
+        got="SELECT DISTINCT rank, worker, worker_from FROM collective_calls ORDER BY rank",
+        captures="SELECT capture, worker FROM workers ORDER BY capture",
+    )
+    got, captures = answers["got"], answers["captures"]
     assert [(c["capture"], c["worker"]) for c in captures] == [
         ("worker-0-tcpdump", "W1"),
         ("worker-1-tcpdump", "W2"),
@@ -281,20 +291,16 @@ def test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock(tmp_path: Path) 
         for n, ip, off, rtt in hosts
     )
     (run / "run.toml").write_text(toml)
-    summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
-    assert not summary.problems, summary.problems
-    con = open_catalog(tmp_path / "data")
-    try:
-        clocks = rows(con, "SELECT host, ip, offset_ns, rtt_ns FROM host_clocks ORDER BY host")
-        spreads = rows(con, "SELECT spread_ns FROM collective_stragglers ORDER BY seq")
-        checks = rows(con, "SELECT ok FROM collective_clock_check")
-        calls = rows(
-            con,
-            "SELECT seq, rank, start_ns, clock_offset_ns, instance_start_ns FROM collective_calls "
-            "WHERE source = 'pytorch_profiler' ORDER BY seq, rank",
-        )
-    finally:
-        con.close()
+    answers = ingested_rows(
+        tmp_path / "runs",
+        tmp_path / "data",
+        clocks="SELECT host, ip, offset_ns, rtt_ns FROM host_clocks ORDER BY host",
+        spreads="SELECT spread_ns FROM collective_stragglers ORDER BY seq",
+        checks="SELECT ok FROM collective_clock_check",
+        calls="SELECT seq, rank, start_ns, clock_offset_ns, instance_start_ns FROM collective_calls "
+        "WHERE source = 'pytorch_profiler' ORDER BY seq, rank",
+    )
+    clocks, spreads, checks, calls = (answers[k] for k in ("clocks", "spreads", "checks", "calls"))
     assert clocks == [dict(zip(("host", "ip", "offset_ns", "rtt_ns"), h, strict=True)) for h in hosts]
     # an instance spans its ranks on the runner's clock: each rank's start less its host's offset
     by_seq: dict[int, list[dict]] = {}
