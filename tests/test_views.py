@@ -12,9 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
 
-from tests.test_views_support import BOTH, SAMPLE, packets, train_log, worker_labels
+from tests.test_views_support import BOTH, SAMPLE, packets, t_half_width, train_log, worker_labels
 from tracecore import query, views
 from tracecore.errors import UsageError
 
@@ -292,8 +291,8 @@ def test_temporal_flows(con) -> None:
 # ---- Tables I and II ----------------------------------------------------------------------------
 def ci(values: np.ndarray) -> tuple[float, float, float]:
     """Student's t interval (the views' default method), its lower bound clipped at 0 Gbit/s."""
-    m, s = float(np.mean(values)), float(np.std(values, ddof=1))
-    h = stats.t.ppf(0.975, len(values) - 1) * s / math.sqrt(len(values))
+    m = float(np.mean(values))
+    h = t_half_width(values)
     return max(0.0, m - h), m, m + h
 
 
@@ -385,7 +384,7 @@ def test_ci_methods_name_themselves_and_clip_at_zero(con) -> None:
         "normal": "normal",
         "bootstrap": "bootstrap",
     }
-    t_half = stats.t.ppf(0.975, n - 1) * s / math.sqrt(n)
+    t_half = t_half_width(None, n, s)
     assert m - t_half < 0  # the case clipping is for
     assert got["t"].ci_low_gbps == 0.0
     assert got["t"].ci_high_gbps == pytest.approx(m + t_half, rel=1e-9)

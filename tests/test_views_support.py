@@ -52,6 +52,19 @@ def dataset_dir() -> Path:
     return out / "data"
 
 
+def t_half_width(values, n: int | None = None, s: float | None = None) -> float:
+    """The 95 % Student's t half-width of `values` (or of n values with sample deviation s); scipy is
+    imported here, not at module level, as it doubles the import time of a test module."""
+    import math
+
+    import numpy as np
+    from scipy import stats
+
+    if n is None:
+        n, s = len(values), float(np.std(values, ddof=1))
+    return float(stats.t.ppf(0.975, n - 1)) * s / math.sqrt(n)
+
+
 def open_dataset():
     from tracecore.ingest import open_catalog
 

@@ -13,14 +13,11 @@ count, byte sum and bin is compared exactly.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
 
-from tests.test_views_support import BOTH, SAMPLE, open_dataset, packets, worker_labels
+from tests.test_views_support import BOTH, SAMPLE, open_dataset, packets, t_half_width, worker_labels
 from tracecore import query
 
 EDGE = 100_000_000  # 100 ms: a multiple of every bin width below
@@ -229,7 +226,7 @@ def test_temporal_flows_window(con, run, kind) -> None:
 def _ci(values: np.ndarray) -> tuple[float, float, float, float]:
     """Student's t interval (the views' default method), its lower bound clipped at 0 Gbit/s."""
     m, s = float(np.mean(values)), float(np.std(values, ddof=1))
-    h = stats.t.ppf(0.975, len(values) - 1) * s / math.sqrt(len(values))
+    h = t_half_width(values)
     return m, s, max(0.0, m - h), m + h
 
 
