@@ -3,9 +3,10 @@
 -- Partition: run
 --
 -- Semantics: one row per run and directed flow (src ip and port → dst ip and port) with ≥ 1 TCP packet
--- whose header the capture holds (tcp_window not NULL: datasets ingested before schema version 5 give
--- no rows until re-ingested with --force; a first IP fragment counts with payload 0, as tshark without
--- reassembly). Packets of a flow are taken in time order (ts_ns, then
+-- whose header the capture holds (tcp_window not NULL; a first IP fragment counts with payload 0, as
+-- tshark without reassembly). A run with part files read before schema version 5 (`_files.read_version`:
+-- no TCP sequence numbers, acknowledgments or windows were stored) is refused in one line naming
+-- `tracecore ingest --force`, not answered with no flows. Packets of a flow are taken in time order (ts_ns, then
 -- tcp_seq, tcp_ack); sequence numbers are unwrapped across 2^32 by summing the signed 32-bit steps
 -- between consecutive packets, so flows of any length work. The rules are tshark 4.0's
 -- `tcp.analysis.*` (tests/test_views_tcp_health.py compares them frame by frame):
@@ -186,6 +187,12 @@ names AS (
     FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)
     WHERE ip_proto = 6 AND tcp_window IS NOT NULL AND tcp_flags IS NOT NULL
 ),
+stale AS (
+    -- the selected runs' part files read before the TCP fields existed (NULL in every row)
+    SELECT min(run) AS run, count(*) AS parts, min(read_version) AS version
+    FROM _files
+    WHERE read_version < 5 AND (runs IS NULL OR list_contains(runs, run))
+),
 flows AS (
     SELECT flow, any_value(back) AS back, count(*) AS packets, count(*) FILTER (len > 0) AS data_packets,
            sum(len) AS payload_bytes,
@@ -210,6 +217,17 @@ LEFT JOIN syn_scale AS s ON s.flow = f.flow
 LEFT JOIN syn_scale AS rev ON rev.flow = f.back
 LEFT JOIN full_window AS w ON w.flow = f.flow
 LEFT JOIN rtt AS r ON r.flow = f.flow
-ORDER BY n.run, n.src_ip, n.src_port, n.dst_ip, n.dst_port;
+UNION ALL BY NAME
+-- no rows: the refusal of runs read before the TCP fields, a filter on `stale`'s one row (one on the
+-- flows would never run where the missing fields leave none)
+SELECT run
+FROM stale
+WHERE CASE WHEN parts > 0
+           THEN error(format('tracecore: run {} was ingested before tracecore read TCP sequence numbers ({} part '
+                             || 'files of schema version {}): tcp_health would find no flows there; re-read its '
+                             || 'captures with `tracecore ingest --force`, or ask for other runs (runs := [...])',
+                             run, parts, version))
+           ELSE false END
+ORDER BY run, src_ip, src_port, dst_ip, dst_port;
 
 CREATE OR REPLACE VIEW tcp_health AS SELECT * FROM tcp_health();

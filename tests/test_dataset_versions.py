@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import tracecore
+from tests import commands
 from tests.test_ingest_support import copy_run
 from tracecore.cli.app import app
 from tracecore.errors import DatasetVersionError
@@ -255,7 +256,8 @@ def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_inges
 def _make_older(out: Path, version: int) -> None:
     """What tracecore wrote before schema version 5 (no TCP header columns): version 4's dense parts
     without the layer columns, `_files.layers` false for them; version 3's dense parts with every
-    column (the layer columns nullable and null), `_files` without `layers` (read as NULL)."""
+    column (the layer columns nullable and null), `_files` without `layers` (read as NULL); neither
+    has `_files.read_version` (read as the dataset's version)."""
     from tracecore.ingest import catalog, layout
 
     state = catalog.load_state(out)
@@ -275,9 +277,11 @@ def _make_older(out: Path, version: int) -> None:
         pq.write_table(table.replace_schema_metadata(meta), part)
         row["size"], row["checksum"] = layout.part_id(part)
         row["layers"] = row["layers"] if version == 4 else None
+        row["read_version"] = None
     state.tables["_files"] = pa.Table.from_pylist(rows, schema=files.schema)
     state.schema_version = version
     catalog.commit_catalog(out, state)
+    _set_meta(out, "views_fingerprint", "an older tracecore")  # its catalog format and queries/
 
 
 @pytest.mark.parametrize("version", [3, 4])
@@ -287,8 +291,12 @@ def test_a_dataset_without_tcp_header_columns_reads_them_null_and_gains_them_at_
     """Version 3 and 4 part files lack version 5's TCP header columns: the dataset reads the same with
     those columns NULL of their type, and the next ingest rewrites each old file with them null (the
     captures' values are not in the files), records version 5 and every old file as storing every
-    column, without a warning; the new run's files carry the values."""
+    column, without a warning; the new run's files carry the values. tcp_health refuses the old run
+    in one line naming `ingest --force` (before and after the upgrade: `_files.read_version` keeps
+    what the files hold) instead of answering no flows, and answers it again once re-read."""
     con = open_catalog(sample)
+    fresh = con.execute("SELECT * FROM tcp_health").fetchall()
+    assert len(fresh) == 22
     without_tcp_header = "SELECT * EXCLUDE (tcp_seq, tcp_ack, tcp_window, tcp_window_scale) FROM packets"
     want = con.execute(f"{without_tcp_header} ORDER BY worker, ts_ns").fetchall()
     types = con.execute("DESCRIBE packets").fetchall()
@@ -302,6 +310,14 @@ def test_a_dataset_without_tcp_header_columns_reads_them_null_and_gains_them_at_
     assert con.execute("DESCRIBE packets").fetchall() == types
     assert con.execute("SELECT count(tcp_seq), count(tcp_window_scale) FROM packets").fetchall() == [(0, 0)]
     con.close()
+    refused = (
+        f"Error: Invalid Input Error: tracecore: run {SAMPLE_RUN} was ingested before tracecore read TCP"
+        f" sequence numbers (8 part files of schema version {version}): tcp_health would find no flows"
+        " there; re-read its captures with `tracecore ingest --force`, or ask for other runs"
+        " (runs := [...])\n"
+    )
+    res = commands.tracecore("query", "tcp_health", "--data", str(sample))
+    assert (res.returncode, res.stdout, res.stderr) == (2, "", refused)
     summary = ingest([copy_run(tmp_path / "more", "both")], sample, jobs=1)
     assert not summary.failed
     assert not summary.warnings, summary.warnings  # no part file "changed since it was written"
@@ -323,6 +339,22 @@ def test_a_dataset_without_tcp_header_columns_reads_them_null_and_gains_them_at_
             [SAMPLE_RUN],
         ).fetchall()
         assert counts == [(False, 2930, 2906, 2906, 2906), (True, 17027, 17015, 0, 0)]
+        read = "SELECT run, read_version, count(*) FROM _files GROUP BY ALL ORDER BY ALL"
+        assert con.execute(read).fetchall() == sorted([(SAMPLE_RUN, version, 8), (BOTH_DIRECTIONS_RUN, 5, 8)])
+    finally:
+        con.close()
+    res = commands.tracecore("query", "tcp_health", "--data", str(sample), "--run", SAMPLE_RUN)
+    assert (res.returncode, res.stdout, res.stderr) == (2, "", refused)
+    both = ("--run", BOTH_DIRECTIONS_RUN, "-f", "csv")
+    res = commands.tracecore("query", "tcp_health", "--data", str(sample), *both)
+    assert res.returncode == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 1 + 18
+    summary = ingest([sample_run()], sample, jobs=1, force=True)
+    assert not summary.failed
+    con = open_catalog(sample)
+    try:
+        assert con.execute("SELECT * FROM tcp_health(runs := [?])", [SAMPLE_RUN]).fetchall() == fresh
+        assert con.execute("SELECT DISTINCT read_version FROM _files").fetchall() == [(5,)]
     finally:
         con.close()
 

@@ -577,6 +577,7 @@ def load_state(out: Path) -> State:
         for name, schema in BASE_SCHEMAS.items():  # a table added since the dataset was written: empty
             stored = tables[name] if name in tables else pa.Table.from_batches([], schema=schema)
             tables[name] = _conform(stored, schema)
+        tables["_files"] = _with_read_version(tables["_files"], version)
         _check_part_paths(tables["_files"]["path"].to_pylist(), path)
         retired = json.loads(meta.get("retired", "[]"))
         _check_part_paths(retired if isinstance(retired, list) else [retired], path)
@@ -590,6 +591,14 @@ def load_state(out: Path) -> State:
         ) from err
     finally:
         con.close()
+
+
+def _with_read_version(files: pa.Table, version: int) -> pa.Table:
+    """`_files` with each part's read_version; a dataset written before that column records its own
+    schema version for each part (every part of it was read or upgraded as that version)."""
+    i = files.schema.get_field_index("read_version")
+    filled = files.column(i).fill_null(pa.scalar(version, pa.int32()))
+    return files.set_column(i, files.schema.field(i), filled)
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -14,8 +14,9 @@ import pyarrow as pa
 from tracecore.logs import _collectives, nccl
 from tracecore.schema import SCHEMA_VERSION
 
-# The catalog's layout; 2: packets views widen byte columns and add `ts`; 3: `_files.layers`.
-FORMAT_VERSION = "3"
+# The catalog's layout; 2: packets views widen byte columns and add `ts`; 3: `_files.layers`;
+# 4: `_files.read_version`.
+FORMAT_VERSION = "4"
 
 RUNS = pa.schema(
     [
@@ -106,6 +107,10 @@ FILES = pa.schema(
         # false: a dense part (schema version 4), which omits schema.LAYER_COLUMNS; true or NULL (older
         # datasets): it stores every column of its schema version
         ("layers", pa.bool_()),
+        # the schema version its rows were read as: the columns added since are NULL in every row, also
+        # after an upgrade rewrote the file (tcp_health refuses runs read before version 5's TCP fields);
+        # a dataset written before this column records its own schema version for each part
+        ("read_version", pa.int32()),
     ]
 )
 

@@ -452,13 +452,13 @@ def _commit(
         for row in caps:
             rel_dir = layout.partition(run.name, row["worker"])
             if row["file"] in staged:
-                parts = [(Path(p), n, False, layers) for p, n, layers in staged[row["file"]]]
+                parts = [(Path(p), n, False, layers, SCHEMA_VERSION) for p, n, layers in staged[row["file"]]]
             else:
                 parts = [
-                    (out / f["path"], f["rows"], True, f["layers"])
+                    (out / f["path"], f["rows"], True, f["layers"], f["read_version"])
                     for f in files_by_cap.get((run.name, row["file"]), [])
                 ]
-            for src, nrows, is_old, layers in parts:
+            for src, nrows, is_old, layers, read_version in parts:
                 rel = src.relative_to(out).as_posix() if is_old else None
                 size, checksum = old_ids.get(rel, (None, None)) if is_old else (None, None)
                 if size is None:
@@ -477,6 +477,7 @@ def _commit(
                         "size": size,
                         "checksum": checksum,
                         "layers": layers,
+                        "read_version": read_version,
                     }
                 )
         new_tables["captures"] += caps
