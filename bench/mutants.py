@@ -6,7 +6,10 @@ mutant is *killed* when the tests fail (pytest's exit status 1: a test failed or
 baseline run below rules out failures the mutant did not cause). Mutants never touch this checkout:
 each runs in a private copy of it (the packages, queries/, tests/, bench/ and pyproject.toml, beside a
 link to ../shared) made under the temp folder, so the suite can run meanwhile, several mutants can
-run at once (--jobs), and a run stopped early leaves nothing behind but that folder. Kernel mutants
+run at once (--jobs), and a run stopped early leaves nothing behind but that folder. A view mutant's
+tests run in a child forked from a server process per copy that imported pytest, pandas and tracecore
+once (`--serve`; a view's SQL is read when a catalog opens, never at import); a mutant of Python code
+gets a fresh interpreter. Kernel mutants
 run under numba's JIT (`TRACECORE_JIT=1`, a private NUMBA_CACHE_DIR): the ahead-of-time module
 carries a fingerprint of kernel.py and is never used for a changed kernel.
 
