@@ -656,7 +656,7 @@ MUTANTS = [
         "s.bin_start_ns + s.bin_ns <= tw.t_last",
         "s.bin_start_ns <= tw.t_last",
         "the training window's last, partial bin counted as steady",
-        ci=("tests/test_views_contention.py::test_contention_flags_the_link_held_down",),
+        ci=("tests/test_views_contention.py::test_contention_leaves_a_healthy_run_alone",),
     ),
     # ---- TCP health (issue 27) ---------------------------------------------------------------------
     Mutant(

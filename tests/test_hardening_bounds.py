@@ -31,6 +31,7 @@ def test_a_too_fine_bin_is_refused_before_running() -> None:
     assert cells > 5_000_000  # grid_check.sql's limit
     con = open_dataset()
     try:
+        assert con.execute("SELECT max_rows FROM grid_check").fetchall() == [(5_000_000,)]  # as documented
         with pytest.raises(UsageError) as err:
             query.run_view(con, "link_util", runs=[SAMPLE], params={"bin_ns": "10us"})
     finally:
