@@ -146,8 +146,8 @@ MUTANTS = [
     Mutant(
         "burstiness.last_bin_hi_div",
         "queries/burstiness.sql",
-        "(any_value(w.hi_ns) - 1) // r.width",
-        "any_value(w.hi_ns) // r.width",
+        "(w.hi_ns - 1) // s.width",
+        "w.hi_ns // s.width",
         "bins counted to hi // width",
         ci=(
             "tests/test_views_windows.py::test_burstiness_window[torch_ddp-resnet8w8-sgd-16-gloo-normal-ring-bin_edge]",

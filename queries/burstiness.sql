@@ -8,6 +8,10 @@
 -- the Unix epoch (as in `link_util`), from the one holding the run's first packet (or the window's
 -- start) to the one holding its last packet (or the window's end − 1), and zero-filled: the mean divides by every bin, empty or not. One pass
 -- over the packets: bytes are binned at the greatest common divisor of the widths and rolled up.
+-- Speed: that pass groups on two integers, the pair key of `worker_pairs` (run included) and the fine
+-- bin, and labels the few result rows afterwards; the finest width, when it is that divisor, is the
+-- fine bins themselves, and the run's first and last bins come from the same pass (`run_bounds`, a
+-- second pass over ts_ns, only runs when a window is asked for).
 --
 -- Parameters:
 --   bins_ns  list of bin widths, ns (default [100000, 1000000, 10000000, 100000000])
@@ -25,41 +29,57 @@
 CREATE OR REPLACE MACRO burstiness(bins_ns := [100000, 1000000, 10000000, 100000000], runs := NULL, from_ns := NULL,
                                    to_ns := NULL) AS TABLE
 WITH
-widths AS (SELECT unnest(bins_ns)::BIGINT AS width),
 base AS (SELECT list_reduce(list_transform(bins_ns, lambda x: x::BIGINT), lambda a, b: gcd(a, b)) AS g),
-fine AS (
-    SELECT p.run, xor(xor(hash(p.src_ip), hash(p.dst_ip) >> 1), hash(p.run) >> 2) AS pair, p.ts_ns // base.g AS k,
-           sum(p.frame_len)::BIGINT AS bytes
+widths AS (  -- each width once, with how often it was asked for (a repeated width counts its bytes that often)
+    SELECT width, count(*) AS times FROM (SELECT unnest(bins_ns)::BIGINT AS width) GROUP BY width
+),
+fine AS (  -- integer keys only: the run's address pair as one hash (see worker_pairs) and the fine bin
+    SELECT xor(xor(hash(p.src_ip), hash(p.dst_ip) >> 1), hash(p.run) >> 2) AS pair, p.ts_ns // base.g AS k,
+           sum(p.frame_len)::BIGINT AS bytes, any_value(hash(p.run)) AS run_key
     FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns) AS p
     CROSS JOIN base
-    GROUP BY ALL
+    GROUP BY pair, k
 ),
-win AS (SELECT run, lo_ns, hi_ns FROM run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)),
-labelled AS (
-    SELECT f.run, wp.src_worker, wp.dst_worker, f.k, f.bytes
+per_bin AS (  -- bytes per bin of each width: the fine bins as they are, wider bins as sums of them
+    SELECT f.pair, w.width, f.bytes * w.times AS bytes
     FROM fine AS f
-    JOIN worker_pairs AS wp ON wp.run = f.run AND wp.pair = f.pair
-),
-rolled AS (
-    SELECT l.run, l.src_worker, l.dst_worker, widths.width, (l.k * base.g) // widths.width AS kb, sum(l.bytes) AS bytes
-    FROM labelled AS l
-    CROSS JOIN widths
     CROSS JOIN base
-    GROUP BY ALL
+    JOIN widths AS w ON w.width = base.g
+    UNION ALL
+    SELECT f.pair, w.width, sum(f.bytes)::BIGINT * any_value(w.times) AS bytes
+    FROM fine AS f
+    CROSS JOIN base
+    JOIN widths AS w ON w.width > base.g
+    GROUP BY f.pair, w.width, (f.k * base.g) // w.width
 ),
 stats AS (
-    SELECT r.run, r.src_worker, r.dst_worker, r.width,
-           (any_value(w.hi_ns) - 1) // r.width - any_value(w.lo_ns) // r.width + 1 AS bins,
-           count(*) AS busy_bins, sum(r.bytes) AS total, max(r.bytes) AS peak
-    FROM rolled AS r
-    JOIN win AS w ON w.run = r.run
-    GROUP BY r.run, r.src_worker, r.dst_worker, r.width
+    SELECT pair, width, count(*) AS busy_bins, sum(bytes)::HUGEINT AS total, max(bytes)::HUGEINT AS peak
+    FROM per_bin
+    GROUP BY pair, width
+),
+span AS (  -- with no window: the fine bins of the run's first and last packet, every pair's (workers or not)
+    SELECT run_key, min(k) AS k_lo, max(k) AS k_hi FROM fine GROUP BY run_key
+),
+win AS (  -- only planned when a window is asked for (constant-false filter otherwise)
+    SELECT run, lo_ns, hi_ns
+    FROM run_bounds(runs := runs, from_ns := from_ns, to_ns := to_ns)
+    WHERE from_ns IS NOT NULL OR to_ns IS NOT NULL
+),
+counted AS (
+    SELECT wp.run, wp.src_worker, wp.dst_worker, s.width, s.busy_bins, s.total, s.peak,
+           coalesce((w.hi_ns - 1) // s.width - w.lo_ns // s.width,
+                    sp.k_hi // (s.width // base.g) - sp.k_lo // (s.width // base.g)) + 1 AS bins
+    FROM stats AS s
+    CROSS JOIN base
+    JOIN worker_pairs AS wp ON wp.pair = s.pair
+    JOIN span AS sp ON sp.run_key = hash(wp.run)
+    LEFT JOIN win AS w ON w.run = wp.run
 )
 SELECT run, src_worker, dst_worker, width AS bin_ns, bins, busy_bins,
        total * 8.0 / (bins * width) AS mean_gbps,
        peak * 8.0 / width AS peak_gbps,
        peak * bins / total AS peak_to_mean
-FROM stats
+FROM counted
 ORDER BY run, src_worker, dst_worker, bin_ns;
 
 CREATE OR REPLACE VIEW burstiness AS SELECT * FROM burstiness();

@@ -1,4 +1,4 @@
-"""bench.views_perf in smoke mode: builds the copied runs, ingests them, times both views."""
+"""bench.views_perf in smoke mode: builds the copied runs, ingests them, times the views (old SQL too)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,28 @@ def test_views_perf_smoke(tmp_path: Path) -> None:
     # smoke mode times one repetition: the best is that one wall time (a timing: only its sign is known)
     assert link["best_wall_s"] == link["median_wall_s"] > 0
     assert "| flow_matrix | 24 |" in (tmp_path / "results" / "views-latest.md").read_text()
+    # 12 directed pairs × 4 widths per copy; 12 × 1 for the 100 µs row alone
+    assert result["views"]["burstiness"]["rows"] == 2 * 12 * 4
+    assert result["views"]["burstiness_100us"]["rows"] == 2 * 12
+
+
+def test_views_perf_baseline_runs_the_old_sql(tmp_path: Path, monkeypatch) -> None:
+    """--baseline: a view file of the old revision is a TEMP macro that the timed query calls instead of
+    the catalog's (here a stand-in burstiness of one row), and the tables are compared."""
+    old = (
+        "CREATE OR REPLACE TEMP MACRO burstiness(bins_ns := [1], runs := NULL, from_ns := NULL,"
+        " to_ns := NULL) AS TABLE SELECT 1 AS one"
+    )
+    monkeypatch.setattr(views_perf, "baseline_sql", lambda ref: [old])
+    out = tmp_path / "results"
+    views_perf.main(["--smoke", "--data", str(tmp_path / "data"), "--results", str(out), "--baseline", "REF"])
+    views = json.loads((out / "views-latest.json").read_text())["views"]
+    assert views["burstiness"]["before"]["rows"] == 1
+    assert views["burstiness"]["rows"] == 2 * 12 * 4
+    assert not views["burstiness"]["same_table"]
+    assert views["link_util_10ms"]["same_table"]  # the same SQL both times: the same table
+    assert views["link_util_10ms"]["before"]["rows"] == views["link_util_10ms"]["rows"] == 2 * 12 * 661
+    assert "| burstiness | " in (out / "views-latest.md").read_text()
 
 
 def test_rdma_views_smoke(tmp_path: Path) -> None:
