@@ -14,6 +14,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import typer
 
+from tracecore.cli.common import PlainGroup
 from tracecore.version import __version__
 
 # Modules under cli/ that add commands; each defines register(app: typer.Typer) -> None.
@@ -32,6 +33,7 @@ COMMAND_MODULES: list[str] = [
 
 app = typer.Typer(
     name="tracecore",
+    cls=PlainGroup,
     help="Network traces of distributed ML training: pcap → Parquet → SQL views → figures.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion

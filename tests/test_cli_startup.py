@@ -1,0 +1,139 @@
+"""The CLI's start-up shortcuts change nothing a user sees (issue 27, target 6).
+
+Why: a shortcut that hid pandas from pyarrow once broke ingest on the JIT path while every in-process
+test passed. Here each shortcut is checked against what it replaces on the same inputs, and through
+the installed console script, which is where a user meets it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer.main
+from typer._click import Context
+from typer._click.exceptions import BadParameter
+
+from tracecore.cli.app import app
+from tracecore.cli.coerce import PlainRuntimeParam, plain
+
+TRACECORE = Path(sys.executable).parent / "tracecore"
+
+# values a user types, good and bad, for every kind of parameter the commands declare
+VALUES = {
+    "str": ["", "x", " x ", "link_util", "ünï", "a\nb"],
+    "int": ["0", "5", "0100", "-1", "+5", " 5", "5 ", "2.5", "abc", "", "1_000", "9" * 18, "9" * 19, "١٢"],
+    "float": ["0", "2.5", "-1", "1e3", "nan", "abc", ""],
+    "bool": [True, False, "true", "0", "yes", "maybe"],
+    "Format": ["table", "csv", "json", "parquet", "CSV", "xml", ""],
+    "Path": ["x.csv", "/tmp", ".", "", "/proc/1/nonexistent/file", "~/a"],
+    "list[str]": [("a",), ("a", "b,c"), ()],
+    "list[Path]": [("a.pcap",), ("a", "/tmp")],
+}
+
+
+def _params() -> list[tuple[str, object, Context]]:
+    """Every Typer parameter of every command, with a context to coerce it in."""
+    group = typer.main.get_command(app)
+    found = []
+    for name, command in group.commands.items():
+        ctx = Context(command, info_name=name)
+        found += [(f"{name} {p.name}", p, ctx) for p in command.params if hasattr(p, "type_descriptor")]
+    return found
+
+
+def _outcome(coerce, value, param, ctx):
+    try:
+        got = coerce(value, param=param, ctx=ctx)
+        return ("value", type(got), repr(got))  # repr: nan == nan
+    except BadParameter as err:
+        return ("error", err.format_message())
+
+
+@pytest.mark.parametrize(("label", "param", "ctx"), _params(), ids=lambda v: v if isinstance(v, str) else "")
+def test_plain_coercion_returns_what_typers_adapter_returns(label, param, ctx) -> None:
+    """Each value of each parameter: the same value or the same message as Typer's pydantic adapter."""
+    from typer._coercion import build_runtime_param
+
+    descriptor = param.type_descriptor
+    annotation = descriptor.annotation
+    kind = getattr(annotation, "__name__", None) if isinstance(annotation, type) else str(annotation)
+    kind = "list[Path]" if "Path" in str(annotation) and "list" in str(annotation) else kind
+    kind = "list[str]" if str(annotation) == "list[str]" else kind
+    values = VALUES[kind]
+    ours = PlainRuntimeParam(
+        parameter_info=descriptor.parameter_info, annotation=annotation, descriptor=descriptor
+    )
+    theirs = build_runtime_param(descriptor)
+    for value in values:
+        assert _outcome(ours._coerce_value, value, param, ctx) == _outcome(
+            theirs._coerce_value, value, param, ctx
+        ), (label, value)
+
+
+def test_plain_coercion_takes_the_common_values_itself() -> None:
+    """The shortcut is taken for the values people type (else it would save nothing)."""
+    params = {label: (p, ctx) for label, p, ctx in _params()}
+    limit, ctx = params["sql limit"]
+    assert plain("0100", int, limit.type_descriptor.parameter_info, limit, ctx) == 100
+    fmt, ctx = params["sql fmt"]
+    assert (
+        plain("csv", fmt.type_descriptor.annotation, fmt.type_descriptor.parameter_info, fmt, ctx).value
+        == "csv"
+    )
+    out, ctx = params["sql out"]
+    assert plain("x.csv", Path, out.type_descriptor.parameter_info, out, ctx) == Path("x.csv")
+
+
+def _console(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(TRACECORE), *args], capture_output=True, text=True, timeout=120, check=False, cwd="/"
+    )
+
+
+def test_console_script_never_imports_pydantic_for_sql(sample_dataset: Path) -> None:
+    """`tracecore sql` through the installed script coerces its options without pydantic."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            str(TRACECORE),
+            "sql",
+            "--data",
+            str(sample_dataset),
+            "-n",
+            "5",
+            "-f",
+            "csv",
+            "SELECT 1 AS x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == '"x"\n1\n'
+    assert " pydantic" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["-n", "abc"], 2, "Invalid value for '--limit' / '-n': Input should be a valid integer, unable"),
+        (["-n", " 5"], 0, "1 row"),
+        (["-f", "xml"], 2, "Invalid value for '--format' / '-f': Value error, 'xml' is not one of"),
+        (["-f", "CSV"], 2, "'CSV' is not one of"),
+        (["-n", "-1"], 2, "Error: --limit must be 0 or more, got -1"),
+    ],
+)
+def test_console_script_reports_bad_options_as_before(
+    sample_dataset: Path, args: list[str], code: int, message: str
+) -> None:
+    """The messages pydantic wrote before the shortcut (recorded from the console script then)."""
+    done = _console("sql", "--data", str(sample_dataset), "SELECT 1 AS x", *args)
+    assert done.returncode == code
+    assert message in " ".join((done.stdout + done.stderr).replace("│", " ").split())
