@@ -85,13 +85,16 @@ def write_batches(
 
 def _write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: TextIO) -> None:
     """CSV batch by batch (tracecore.json_values.csv_ready), the header even when there are no rows."""
+    import pyarrow as pa
     import pyarrow.csv as pacsv
 
     from tracecore.json_values import csv_ready, csv_schema
 
     plain = csv_schema(schema)
     tables = (csv_ready(batch, plain) for batch in batches)
-    first = next(tables, plain.empty_table())  # no rows: still name the columns
+    first = next(tables, None)
+    if first is None:  # no rows: still name the columns (not `empty_table()`: it imports pandas, 0.2 s+)
+        first = pa.Table.from_batches([], schema=plain)
     for i, table in enumerate(itertools.chain([first], tables)):
         buf = io.BytesIO()
         pacsv.write_csv(table, buf, pacsv.WriteOptions(include_header=i == 0))
