@@ -642,11 +642,18 @@ def open_catalog(
     refuse_links(root, deep=False)  # the catalog, packets/, .state/ (part files: `_part_files`)
     path = root / CATALOG_NAME
     try:
-        meta = _meta_of(path)
+        con = attach(path)  # read-only: its _meta decides, and it is the connection when nothing changes
+        try:
+            meta = dict(con.execute("SELECT key, value FROM _meta").fetchall())
+            check_schema_version(meta.get("schema_version"), path)
+        except BaseException:
+            con.close()
+            raise
     except duckdb.Error as err:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
-    check_schema_version(meta.get("schema_version"), path)
     stale = meta.get("root") != str(root) or meta.get("views_fingerprint") != views_fingerprint()
+    if stale or not read_only:
+        con.close()
     if stale and not _refresh_in_place(root):
         state = load_state(root)
         con = duckdb.connect()
@@ -656,7 +663,7 @@ def open_catalog(
             con.close()
             _part_files_exist(state, root)
             raise DatasetError(f"{path}: cannot rebuild the views: {_first(err)}") from err
-    else:
+    elif stale or not read_only:
         try:
             con = attach(path, read_only)
         except duckdb.Error as err:
