@@ -170,3 +170,52 @@ def test_console_script_writes_an_empty_csv_without_pandas(sample_dataset: Path,
         out.read_bytes() == b'"run","src_worker","dst_worker","bin_start_ns","bin_ns","t_s","bytes","gbps"\n'
     )
     assert " pandas" not in done.stderr
+    assert "pyarrow.compute" not in done.stderr  # no cast of a table already plain (60 ms)
+
+
+RECORDED = Path(__file__).resolve().parent / "data" / "cli_startup"  # written by commit 1744e45's CLI
+# every kind of value the outputs treat apart: HUGEINT sums (int64 when they fit), a decimal wider
+# than int64, NULLs, ns and µs timestamps, floats (0.0 written as 0), quoting, empty strings, booleans,
+# lists and structs (JSON text in CSV), decimals, 32-bit floats, small integers, an enum
+TYPES_SQL = (
+    "SELECT 16111104::HUGEINT * 3 AS s, 16111104::HUGEINT * 1000000000000000000 AS big, NULL::INTEGER AS n,"
+    " TIMESTAMP_NS '2026-11-22 07:31:07.700937123' AS t_ns, TIMESTAMP '2026-11-22 07:31:07.7' AS t,"
+    " 946.2091971574558 AS a, 0.0::DOUBLE AS z, 'x,\"y' AS q, '' AS e, true AS b, NULL::BOOLEAN AS nb,"
+    " [1, 2] AS l, {'k': 1} AS st, 1.5::DECIMAL(10,2) AS d, 7::DECIMAL(18,0) AS d0, 2.5::FLOAT AS f,"
+    " -3::TINYINT AS ti, 'a'::ENUM('a','b')::VARCHAR AS en FROM range(2)"
+)
+# sha256 of `query link_util --run RUN --format csv` and `--limit 5` (table) on the sample dataset
+LINK_UTIL = {
+    "torch_ddp-resnet8w8-sgd-16-gloo-normal-ring": (
+        "5cdbe470e28ec251526340dffea22faa2335009198e9166b1dd8ba55c198ec83",
+        "25c2f871b144cfd55fa2296616a890602bbe6bb731d41fc5d5a27dd3f0caa414",
+    ),
+    "torch_ddp-resnet8w8-sgd-8-gloo-normal-ring": (
+        "ed48df6fb0590eae014a171c942effc4297b7193312cf7f1d3724b223f68725b",
+        "fb8a238562756ab3277038d769f64d970d062143f4114729f4c4abf95a5574af",
+    ),
+}
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_console_script_prints_every_type_as_before(sample_dataset: Path, fmt: str) -> None:
+    """`tracecore sql` output byte for byte as the CLI before the start-up work printed it."""
+    done = _console("sql", "--data", str(sample_dataset), TYPES_SQL, "--format", fmt)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (RECORDED / f"types.{fmt}").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("run", sorted(LINK_UTIL))
+def test_console_script_writes_link_util_as_before(sample_dataset: Path, tmp_path: Path, run: str) -> None:
+    """`tracecore query link_util` as CSV file and as a table: the same bytes as before."""
+    import hashlib
+
+    csv_sha, table_sha = LINK_UTIL[run]
+    out = tmp_path / "link_util.csv"
+    done = _console(
+        "query", "link_util", "--data", str(sample_dataset), "--run", run, "-f", "csv", "-o", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == csv_sha
+    table = _console("query", "link_util", "--data", str(sample_dataset), "--run", run, "--limit", "5")
+    assert hashlib.sha256(table.stdout.encode()).hexdigest() == table_sha
