@@ -92,9 +92,8 @@ def _write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: TextI
 
     plain = csv_schema(schema)
     tables = (csv_ready(batch, plain) for batch in batches)
-    first = next(tables, None)
-    if first is None:  # no rows: still name the columns (not `empty_table()`: it imports pandas, 0.2 s+)
-        first = pa.Table.from_batches([], schema=plain)
+    first = next(tables, None)  # none: the header alone (`plain.empty_table()` would import pandas)
+    first = pa.Table.from_batches([], schema=plain) if first is None else first
     for i, table in enumerate(itertools.chain([first], tables)):
         buf = io.BytesIO()
         pacsv.write_csv(table, buf, pacsv.WriteOptions(include_header=i == 0))

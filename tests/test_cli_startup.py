@@ -220,3 +220,69 @@ def test_console_script_writes_link_util_as_before(sample_dataset: Path, tmp_pat
     assert hashlib.sha256(out.read_bytes()).hexdigest() == csv_sha
     table = _console("query", "link_util", "--data", str(sample_dataset), "--run", run, "--limit", "5")
     assert hashlib.sha256(table.stdout.encode()).hexdigest() == table_sha
+
+
+def test_each_command_module_adds_the_command_of_its_name() -> None:
+    """What `one_command` relies on: module `cli/NAME.py` registers exactly the command NAME."""
+    from tracecore.cli.app import COMMAND_MODULES, build_app
+
+    for name in COMMAND_MODULES:
+        assert set(typer.main.get_command(build_app([name])).commands) == {name}
+
+
+def _full_app(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command line run by the app with every command, as before `one_command`."""
+    code = "from tracecore.cli.app import app; app(prog_name='tracecore')"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, check=False, cwd="/"
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        *(
+            [name, "--help"]
+            for name in ("demo", "read", "model", "ingest", "query", "sql", "figure", "report", "init", "run")
+        ),
+        ["sql"],
+        ["sql", "SELECT 1", "--fromm", "x"],
+        ["query", "link_util", "--frm", "1s"],
+        ["model", "scaling", "--help"],
+        ["model"],
+        ["--help"],
+        ["--version"],
+        ["sqll", "SELECT 1"],
+        [],
+    ],
+    ids=" ".join,
+)
+def test_console_script_parses_as_the_full_app(args: list[str]) -> None:
+    """Building only the command a line names prints what the app with every command prints."""
+    ours, full = _console(*args), _full_app(*args)
+    assert (ours.returncode, ours.stdout, ours.stderr) == (full.returncode, full.stdout, full.stderr)
+
+
+def test_main_imports_only_the_command_it_runs(sample_dataset: Path) -> None:
+    """`main` (the console script's entry point) loads cli/sql.py for `tracecore sql`, and no other."""
+    code = (
+        "import os, sys\n"
+        "from tracecore.cli import app\n"
+        "def leave(code, real=os._exit):\n"
+        "    print(sorted(m for m in sys.modules if m.startswith('tracecore.cli.')), file=sys.stderr)\n"
+        "    real(code)\n"
+        "os._exit = leave\n"
+        "app.main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "sql", "--data", str(sample_dataset), "SELECT 1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = done.stderr.strip().splitlines()[-1]
+    assert "'tracecore.cli.sql'" in loaded
+    assert "'tracecore.cli.run'" not in loaded
+    assert "'tracecore.cli.figure'" not in loaded
