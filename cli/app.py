@@ -93,8 +93,9 @@ def main() -> None:
     Why: once a command has returned, everything it wrote is closed, fsynced and renamed, yet
     Python's shutdown would still free every object and unload Arrow, DuckDB and numba: 0.2-0.4 s
     after an ingest, a sixth of the whole run. Output is flushed and the process leaves at once.
-    Besides building only the command it runs (`one_command`), nothing differs from `app()`: hiding pandas from pyarrow here (0.3 CPU-s) failed ingest on
-    the JIT path (tests/test_cli_jit.py runs this console script; bench/results/jit-startup.md).
+    Besides building only the command it runs (`one_command`), nothing differs from `app()`: hiding
+    pandas from pyarrow here (0.3 CPU-s) failed ingest on the JIT path (tests/test_cli_jit.py runs
+    this console script; bench/results/jit-startup.md; tests/test_cli_startup.py the shortcuts).
     """
     code: int | str | None = 0
     only = one_command(sys.argv, dict(os.environ))
