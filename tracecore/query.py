@@ -17,8 +17,6 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-import pyarrow as pa
-
 from tracecore import views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.views import ViewParam, view_params
@@ -27,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import duckdb
+    import pyarrow as pa
 
     from tracecore.partition import PartTask
 
@@ -215,6 +214,7 @@ def run_sql(
     COPY over a file the query may read (a part file), and a string may hold several statements.
     """
     import duckdb
+    import pyarrow as pa
 
     try:
         if not unsafe:
@@ -234,6 +234,8 @@ def whole_numbers_as_int64(table: pa.Table) -> pa.Table:
     """Columns of whole decimals (DuckDB's HUGEINT, which `sum` of a BIGINT gives, or DECIMAL(p, 0))
     as int64 when every value fits; why: pandas would get Python Decimal objects and Polars a Decimal
     column for what is a count or a byte total. A value beyond int64 keeps its column as it is."""
+    import pyarrow as pa
+
     for i, field in enumerate(table.schema):
         if pa.types.is_decimal(field.type) and field.type.scale == 0:
             try:
@@ -440,6 +442,8 @@ def _on_cluster(
     part_packets: int | None,
 ) -> pa.Table:
     """`query_dataset` with a scheduler: checked and planned here, parts on the cluster, joined here."""
+    import pyarrow as pa
+
     from tracecore import partition
 
     views.view_sql(name)  # unknown names: a message listing the views
