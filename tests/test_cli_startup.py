@@ -7,6 +7,7 @@ the installed console script, which is where a user meets it.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -286,3 +287,38 @@ def test_main_imports_only_the_command_it_runs(sample_dataset: Path) -> None:
     assert "'tracecore.cli.sql'" in loaded
     assert "'tracecore.cli.run'" not in loaded
     assert "'tracecore.cli.figure'" not in loaded
+
+
+ROWS_CASES = json.loads((RECORDED / "rows.json").read_text(encoding="utf-8"))  # commit 1744e45's tables
+
+
+@pytest.mark.parametrize("case", ROWS_CASES, ids=lambda c: f"{c['sql'][:40]} {' '.join(c['args'])}")
+def test_console_script_prints_sql_tables_as_before(sample_dataset: Path, case: dict) -> None:
+    """`tracecore sql` tables, printed from DuckDB's rows where they qualify (one SELECT, plain column
+    types, few rows) and from Arrow otherwise: the same bytes as before, `--limit` included."""
+    done = _console("sql", "--data", str(sample_dataset), case["sql"], *case["args"])
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == case["stdout"]
+
+
+def test_sql_count_as_a_table_imports_no_arrow(sample_dataset: Path) -> None:
+    """The start-up shortcut is taken: `tracecore sql "SELECT count(*) …"` loads neither pyarrow nor numpy."""
+    code = (
+        "import os, sys\n"
+        "from tracecore.cli import app\n"
+        "def leave(code, real=os._exit):\n"
+        "    print(sorted(m for m in ('pyarrow', 'numpy', 'pandas') if m in sys.modules), file=sys.stderr)\n"
+        "    real(code)\n"
+        "os._exit = leave\n"
+        "app.main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "sql", "--data", str(sample_dataset), "SELECT count(*) FROM packets"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["count_star()", "─" * 12, "19957", "1", "row"]
+    assert done.stderr.strip().splitlines()[-1] == "[]"

@@ -515,6 +515,55 @@ def sql_dataset(data_dir: Path, sql: str, *, unsafe: bool = False) -> pa.Table:
     return with_dataset(data_dir, lambda con: run_sql(con, sql, unsafe=unsafe), unsafe=unsafe)
 
 
+# DuckDB types whose Python values (`fetchall`) are the ones Arrow's `to_pylist` gives for the same
+# column (tests/test_cli_startup.py compares the printed tables), and which of them are numbers
+_INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
+PLAIN_TYPES = {"BOOLEAN": False, "VARCHAR": False, "FLOAT": True, "DOUBLE": True} | dict.fromkeys(
+    _INTEGERS, True
+)
+
+
+class Rows(NamedTuple):
+    """A small result as DuckDB's Python rows: what `tracecore sql` prints as a table."""
+
+    names: list[str]
+    numeric: list[bool]  # the column holds numbers (right-aligned)
+    rows: list[tuple]
+
+
+def sql_rows_or_table(
+    data_dir: Path, sql: str, most: int, *, first: bool = False, unsafe: bool = False
+) -> Rows | pa.Table:
+    """`sql_dataset`'s result, as Rows when it is one SELECT whose columns are all PLAIN_TYPES and
+    that has at most `most` rows (`first`: its first `most` rows, however many it has); else its
+    Arrow table, as `sql_dataset` gives it. Why: a table on the screen needs no Arrow, and importing
+    it (with numpy) cost more than the rest of `tracecore sql` (bench/results/cli-startup.md)."""
+
+    def work(con: duckdb.DuckDBPyConnection) -> Rows | pa.Table:
+        rows = _plain_rows(con, sql, most, first)
+        return rows if rows is not None else run_sql(con, sql, unsafe=unsafe)
+
+    return with_dataset(data_dir, work, unsafe=unsafe)
+
+
+def _plain_rows(con: duckdb.DuckDBPyConnection, sql: str, most: int, first: bool) -> Rows | None:
+    """Rows of one SELECT when they qualify (see sql_rows_or_table); None otherwise, and on any error:
+    `run_sql` then runs the statement and reports it as always."""
+    import duckdb
+
+    try:
+        if [st.type.name for st in duckdb.extract_statements(sql)] != ["SELECT"]:
+            return None
+        rel = con.sql(sql)
+        types, names = [str(t) for t in rel.types], list(rel.columns)
+        if len(set(names)) < len(names) or any(t not in PLAIN_TYPES for t in types):
+            return None
+        rows = rel.limit(most if first else most + 1).fetchall()
+    except duckdb.Error:
+        return None
+    return Rows(names, [PLAIN_TYPES[t] for t in types], rows) if len(rows) <= most else None
+
+
 def with_dataset(
     data_dir: Path, work: Callable[[duckdb.DuckDBPyConnection], T], *, unsafe: bool = False
 ) -> T:
