@@ -55,7 +55,9 @@ STEPS = [
     ("  _part_files (paths, links, existence)", "ingest/catalog.py", "_part_files"),
     ("  lock_down (settings)", "ingest/catalog.py", "lock_down"),
     ("check_runs / check_size (view guards)", "tracecore/query.py", "check_size"),
-    ("run_sql (query + fetch)", "tracecore/query.py", "run_sql"),
+    ("_plain_rows (sql: query + fetch as rows)", "tracecore/query.py", "_plain_rows"),
+    ("run_sql (query + fetch as Arrow)", "tracecore/query.py", "run_sql"),
+    ("emit_rows (sql: the table from rows)", "cli/output.py", "emit_rows"),
     ("emit (table / CSV out)", "cli/output.py", "emit"),
 ]
 
