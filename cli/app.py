@@ -14,6 +14,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import typer
 
+from tracecore.cli.common import PlainGroup
 from tracecore.version import __version__
 
 # Modules under cli/ that add commands; each defines register(app: typer.Typer) -> None.
@@ -30,14 +31,6 @@ COMMAND_MODULES: list[str] = [
     "run",
 ]
 
-app = typer.Typer(
-    name="tracecore",
-    help="Network traces of distributed ML training: pcap → Parquet → SQL views → figures.",
-    no_args_is_help=True,
-    add_completion=True,  # --install-completion / --show-completion
-    pretty_exceptions_enable=False,
-)
-
 
 def _version(value: bool) -> None:
     if value:
@@ -45,15 +38,53 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show version."),
 ) -> None:
     """Network traces of distributed ML training: pcap → Parquet → SQL views → figures."""
 
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"tracecore.cli.{_name}").register(app)
+def build_app(commands: list[str] | None = None) -> typer.Typer:
+    """The Typer application with the commands of `commands` (modules under cli/; None: all)."""
+    built = typer.Typer(
+        name="tracecore",
+        cls=PlainGroup,
+        help="Network traces of distributed ML training: pcap → Parquet → SQL views → figures.",
+        no_args_is_help=True,
+        add_completion=True,  # --install-completion / --show-completion
+        pretty_exceptions_enable=False,
+    )
+    built.callback()(_root)
+    for name in COMMAND_MODULES if commands is None else commands:
+        importlib.import_module(f"tracecore.cli.{name}").register(built)
+    return built
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`app`, every command, built when first asked for: `main` builds only the one it runs."""
+    global app
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    app = build_app()
+    return app
+
+
+def one_command(argv: list[str], environ: dict[str, str]) -> list[str] | None:
+    """The one command module a command line needs, or None for all of them.
+
+    Why: building every command imports ten modules and has Typer read the signatures of some fifty
+    parameters (~45 ms of a 0.3 s `tracecore sql`, bench/results/cli-startup.md); a command line that
+    starts with a command's name is parsed by that command alone, so the others change nothing it
+    prints. The root's own options (`--version`, `--help`, completion) come before any command name, and
+    shell completion (`_TRACECORE_COMPLETE`) may list the commands: both get them all.
+    """
+    if (
+        len(argv) < 2
+        or argv[1] not in COMMAND_MODULES
+        or any(k.startswith("_TRACECORE_COMPLETE") for k in environ)
+    ):
+        return None
+    return [argv[1]]
 
 
 def main() -> None:
@@ -62,12 +93,14 @@ def main() -> None:
     Why: once a command has returned, everything it wrote is closed, fsynced and renamed, yet
     Python's shutdown would still free every object and unload Arrow, DuckDB and numba: 0.2-0.4 s
     after an ingest, a sixth of the whole run. Output is flushed and the process leaves at once.
-    Nothing else differs from `app()`: hiding pandas from pyarrow here (0.3 CPU-s) failed ingest on
-    the JIT path (tests/test_cli_jit.py runs this console script; bench/results/jit-startup.md).
+    Besides building only the command it runs (`one_command`), nothing differs from `app()`: hiding
+    pandas from pyarrow here (0.3 CPU-s) failed ingest on the JIT path (tests/test_cli_jit.py runs
+    this console script; bench/results/jit-startup.md; tests/test_cli_startup.py the shortcuts).
     """
     code: int | str | None = 0
+    only = one_command(sys.argv, dict(os.environ))
     try:
-        app()
+        build_app(only)()
     except SystemExit as done:
         code = done.code
     if isinstance(code, str):

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import typer
-from typer.core import TyperArgument, TyperCommand
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
+from tracecore.cli.coerce import use_plain_coercion
 from tracecore.errors import ExitCode, TracecoreError
 from tracecore.terminal import safe
 
@@ -46,7 +47,8 @@ def boundary(func: F) -> F:
 
 class PlainUsage(TyperCommand):
     """A usage line as people write one (`tracecore read [OPTIONS] FILE`): Typer writes a required
-    argument as `{file}` and an optional one as `[file]`; every command is registered with this class."""
+    argument as `{file}` and an optional one as `[file]`; every command is registered with this class.
+    Its parameters coerce plain values without pydantic (`cli/coerce.py`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -54,8 +56,18 @@ class PlainUsage(TyperCommand):
             if isinstance(param, TyperArgument) and param.metavar is None and param.name:
                 param.metavar = param.name.upper()
 
+    def get_params(self, ctx: Any) -> list[Any]:
+        return use_plain_coercion(super().get_params(ctx))  # --help too
+
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return [_ARGUMENT.sub(_upper_argument, p) for p in super().collect_usage_pieces(ctx)]
+
+
+class PlainGroup(TyperGroup):
+    """The root command: its own options (--version, completion) coerce as the commands' do."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return use_plain_coercion(super().get_params(ctx))  # the completion options come after __init__
 
 
 _ARGUMENT = re.compile(r"^(?:\{([A-Za-z_]+)\}|\[([A-Za-z_]+)\])(\.\.\.)?$")

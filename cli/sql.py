@@ -14,7 +14,7 @@ import typer
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.options import Dataset, FormatOpt, Limit, Out
-from tracecore.cli.output import Format, emit
+from tracecore.cli.output import TABLE_ROWS, Format, emit, emit_rows
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +45,16 @@ def sql(
       $ tracecore sql "SELECT run, count(*) AS packets FROM packets GROUP BY run"
       $ tracecore sql "SELECT * FROM link_util(bin_ns := 1000000) LIMIT 5" --format csv
     """
-    from tracecore.query import sql_dataset
+    from tracecore.query import Rows, sql_dataset, sql_rows_or_table
 
     check_destination(fmt, out, limit)
-    emit(sql_dataset(data, statement, unsafe=unsafe), fmt, out, limit)
+    if fmt is not Format.table:
+        emit(sql_dataset(data, statement, unsafe=unsafe), fmt, out, limit)
+        return
+    # a table shows TABLE_ROWS rows and counts the rest, or --limit rows: small results need no Arrow
+    most, first = (TABLE_ROWS, False) if limit is None else (limit, True)
+    result = sql_rows_or_table(data, statement, most, first=first, unsafe=unsafe)
+    if isinstance(result, Rows):
+        emit_rows(result, out)
+    else:
+        emit(result, fmt, out, limit)

@@ -60,4 +60,6 @@ def csv_ready(batch: pa.RecordBatch, plain: pa.Schema) -> pa.Table:
                 for v in table.column(i).to_pylist()
             ]
             table = table.set_column(i, field.name, pa.array(values, pa.string()))
-    return table.cast(plain)
+    # already plain (no dictionary column): as it is; a cast, even to its own types, imports
+    # pyarrow.compute (60 ms of a `tracecore query --format csv`, bench/results/cli-startup.md)
+    return table if table.schema.equals(plain) else table.cast(plain)

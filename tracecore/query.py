@@ -17,8 +17,6 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-import pyarrow as pa
-
 from tracecore import views
 from tracecore.errors import DatasetError, UsageError
 from tracecore.views import ViewParam, view_params
@@ -27,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import duckdb
+    import pyarrow as pa
 
     from tracecore.partition import PartTask
 
@@ -215,6 +214,7 @@ def run_sql(
     COPY over a file the query may read (a part file), and a string may hold several statements.
     """
     import duckdb
+    import pyarrow as pa
 
     try:
         if not unsafe:
@@ -234,6 +234,8 @@ def whole_numbers_as_int64(table: pa.Table) -> pa.Table:
     """Columns of whole decimals (DuckDB's HUGEINT, which `sum` of a BIGINT gives, or DECIMAL(p, 0))
     as int64 when every value fits; why: pandas would get Python Decimal objects and Polars a Decimal
     column for what is a count or a byte total. A value beyond int64 keeps its column as it is."""
+    import pyarrow as pa
+
     for i, field in enumerate(table.schema):
         if pa.types.is_decimal(field.type) and field.type.scale == 0:
             try:
@@ -440,6 +442,8 @@ def _on_cluster(
     part_packets: int | None,
 ) -> pa.Table:
     """`query_dataset` with a scheduler: checked and planned here, parts on the cluster, joined here."""
+    import pyarrow as pa
+
     from tracecore import partition
 
     views.view_sql(name)  # unknown names: a message listing the views
@@ -509,6 +513,55 @@ def sql_dataset(data_dir: Path, sql: str, *, unsafe: bool = False) -> pa.Table:
     """Run one query over the dataset at `data_dir`, locked down so it cannot change any file
     (`unsafe`: DuckDB's full power, for a user's own data)."""
     return with_dataset(data_dir, lambda con: run_sql(con, sql, unsafe=unsafe), unsafe=unsafe)
+
+
+# DuckDB types whose Python values (`fetchall`) are the ones Arrow's `to_pylist` gives for the same
+# column (tests/test_cli_startup.py compares the printed tables), and which of them are numbers
+_INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
+PLAIN_TYPES = {"BOOLEAN": False, "VARCHAR": False, "FLOAT": True, "DOUBLE": True} | dict.fromkeys(
+    _INTEGERS, True
+)
+
+
+class Rows(NamedTuple):
+    """A small result as DuckDB's Python rows: what `tracecore sql` prints as a table."""
+
+    names: list[str]
+    numeric: list[bool]  # the column holds numbers (right-aligned)
+    rows: list[tuple]
+
+
+def sql_rows_or_table(
+    data_dir: Path, sql: str, most: int, *, first: bool = False, unsafe: bool = False
+) -> Rows | pa.Table:
+    """`sql_dataset`'s result, as Rows when it is one SELECT whose columns are all PLAIN_TYPES and
+    that has at most `most` rows (`first`: its first `most` rows, however many it has); else its
+    Arrow table, as `sql_dataset` gives it. Why: a table on the screen needs no Arrow, and importing
+    it (with numpy) cost more than the rest of `tracecore sql` (bench/results/cli-startup.md)."""
+
+    def work(con: duckdb.DuckDBPyConnection) -> Rows | pa.Table:
+        rows = _plain_rows(con, sql, most, first)
+        return rows if rows is not None else run_sql(con, sql, unsafe=unsafe)
+
+    return with_dataset(data_dir, work, unsafe=unsafe)
+
+
+def _plain_rows(con: duckdb.DuckDBPyConnection, sql: str, most: int, first: bool) -> Rows | None:
+    """Rows of one SELECT when they qualify (see sql_rows_or_table); None otherwise, and on any error:
+    `run_sql` then runs the statement and reports it as always."""
+    import duckdb
+
+    try:
+        if [st.type.name for st in duckdb.extract_statements(sql)] != ["SELECT"]:
+            return None
+        rel = con.sql(sql)
+        types, names = [str(t) for t in rel.types], list(rel.columns)
+        if len(set(names)) < len(names) or any(t not in PLAIN_TYPES for t in types):
+            return None
+        rows = rel.limit(most if first else most + 1).fetchall()
+    except duckdb.Error:
+        return None
+    return Rows(names, [PLAIN_TYPES[t] for t in types], rows) if len(rows) <= most else None
 
 
 def with_dataset(

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from tracecore.schema_version import OLDEST_READABLE_SCHEMA as OLDEST_READABLE_SCHEMA
+from tracecore.schema_version import SCHEMA_VERSION
+from tracecore.schema_version import check_schema_version as check_schema_version
+
 ADDRESS = pa.dictionary(pa.int32(), pa.string())
 
 PACKET_FIELDS: list[pa.Field] = [
@@ -84,16 +88,6 @@ DATASET_FIELDS: list[pa.Field] = [
 ]
 DATASET_SCHEMA = pa.schema(DATASET_FIELDS)
 
-# The version of what a dataset stores (packet files, tables, views' columns), recorded in the
-# catalog's `_meta.schema_version` and in every part file. 1: uint32 byte columns, no version recorded
-# (tracecore 0.1.0); 2: int64 byte columns, Parquet key-value metadata; 3: dscp, ecn, the RDMA
-# (rdma_*) and tunnel (tunnel, vni, inner_*) columns (older part files are rewritten with them null);
-# 4: dense part files (every row fully set: TCP) omit LAYER_COLUMNS, null in all their rows
-# (`_files.layers` is false for them); version 3 files are version 4 files that store every column.
-# 5: tcp_seq, tcp_ack, tcp_window, tcp_window_scale (older part files are rewritten with them null).
-SCHEMA_VERSION = 5
-OLDEST_READABLE_SCHEMA = 1
-
 TS_NS_MEANING = "UTC nanoseconds since 1970-01-01T00:00:00Z (Unix epoch), from the capture's record"
 UNITS: dict[str, str] = {
     "ts_ns": "ns since the Unix epoch, UTC",
@@ -148,27 +142,3 @@ def part_metadata(run: str, capture: str) -> dict[str, str]:
         "tracecore.ts_ns": TS_NS_MEANING,
         "tracecore.units": json.dumps(UNITS, ensure_ascii=False),
     }
-
-
-def check_schema_version(recorded: str | None, where: object) -> int:
-    """The dataset's schema version (None: 1, written before versions were recorded); a version this
-    tracecore cannot read raises DatasetError saying why, so nothing misreads or rewrites it."""
-    from tracecore.errors import DatasetVersionError
-    from tracecore.version import __version__
-
-    try:
-        version = int(recorded) if recorded is not None else 1
-    except ValueError:
-        raise DatasetVersionError(f"{where}: schema_version {recorded!r} in _meta is not a number") from None
-    if version > SCHEMA_VERSION:
-        raise DatasetVersionError(
-            f"{where}: dataset schema version {version} is newer than this tracecore {__version__} reads"
-            f" (versions {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION}); upgrade tracecore"
-            " (pip install -U tracecore) or re-ingest the captures into a new --data folder"
-        )
-    if version < OLDEST_READABLE_SCHEMA:
-        raise DatasetVersionError(
-            f"{where}: dataset schema version {version} is older than this tracecore reads"
-            f" (versions {OLDEST_READABLE_SCHEMA} to {SCHEMA_VERSION}); re-ingest the captures"
-        )
-    return version

@@ -27,18 +27,17 @@ import re
 import shutil
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tracecore import views
 from tracecore.cache import cache_dir, store
 from tracecore.errors import DatasetError, UsageError
 from tracecore.ingest import interrupt, lock, testpause
-from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED, FORMAT_VERSION, LATER_TABLES, State
 from tracecore.ingest.layout import (
     CATALOG_NAME,
+    FORMAT_VERSION,
     STATE_DIR,
     TABLES_DIR,
     LinkCheck,
@@ -47,8 +46,13 @@ from tracecore.ingest.layout import (
     link_refused,
     refuse_links,
 )
-from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, LAYER_COLUMNS, SCHEMA_VERSION, check_schema_version
+from tracecore.schema_version import SCHEMA_VERSION, check_schema_version
 from tracecore.version import __version__
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from tracecore.ingest.dataset_tables import State
 
 # The file format of DuckDB 1.5, which every release from pyproject's floor (duckdb>=1.5.4, the oldest
 # that runs every view: tests/test_dataset_portable.py) to today's 2.x reads.
@@ -57,12 +61,12 @@ _LAYOUT = (
     f"storage {STORAGE_VERSION}; part paths relative under file_search_path, else absolute where written"
 )
 
-_DUCK_TYPES = {
-    pa.int64(): "BIGINT",
-    pa.uint32(): "UINTEGER",
-    pa.uint16(): "USMALLINT",
-    pa.uint8(): "UTINYINT",
-    pa.bool_(): "BOOLEAN",
+_DUCK_TYPES = {  # by Arrow type name: pyarrow is imported only where a catalog is written
+    "int64": "BIGINT",
+    "uint32": "UINTEGER",
+    "uint16": "USMALLINT",
+    "uint8": "UTINYINT",
+    "bool": "BOOLEAN",
 }
 
 DEDUP_RULE = """\
@@ -95,6 +99,7 @@ def _ident(name: str) -> str:
 def log_table_names() -> frozenset[str]:
     """Tables the log parsers may add beyond the base ones: the only names `extra_tables` may hold."""
     from tracecore import logs
+    from tracecore.ingest.dataset_tables import BASE_SCHEMAS
 
     return frozenset(t for p in logs.parsers() for t in p.tables) - set(BASE_SCHEMAS)
 
@@ -142,7 +147,9 @@ def views_fingerprint() -> str:
 
 def _null(field: pa.Field) -> str:
     """A NULL of the DuckDB type a field of DATASET_FIELDS reads as (dictionaries: VARCHAR)."""
-    return f"NULL::{'VARCHAR' if pa.types.is_dictionary(field.type) else _DUCK_TYPES[field.type]}"
+    import pyarrow as pa
+
+    return f"NULL::{'VARCHAR' if pa.types.is_dictionary(field.type) else _DUCK_TYPES[str(field.type)]}"
 
 
 ROOT_VARIABLE = "tracecore_root"  # SET VARIABLE: the folder a connection reads as the dataset's
@@ -218,6 +225,8 @@ def packets_all_sql(
     every part file whenever a query is planned, even of the runs its filter prunes (measured in
     bench/results/rdma-reader.md), and without it DuckDB takes the columns of the first file and
     drops or refuses the others'."""
+    from tracecore.schema import BYTE_COLUMNS, DATASET_FIELDS, LAYER_COLUMNS
+
     if not files:
         cols = ", ".join(f"{_null(f)} AS {f.name}" for f in DATASET_FIELDS)
         return (
@@ -295,6 +304,10 @@ def install_views(con: duckdb.DuckDBPyConnection) -> list[str]:
     names and types of what it reads. So the views can be installed before the captures are read
     (see CatalogDraft) and the stand-ins replaced afterwards; views are rebound when queried.
     """
+    import pyarrow as pa
+
+    from tracecore.ingest.dataset_tables import BASE_SCHEMAS
+
     for name, schema in BASE_SCHEMAS.items():
         con.register("_incoming", pa.Table.from_batches([], schema=schema))
         con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _incoming')
@@ -313,6 +326,8 @@ def fill_catalog(
 ) -> None:
     """The tables, `_meta` and the packet views of `state` (over the part files under `root`);
     `state_files`: `write_state`'s record of ingest's own copy of the tables, kept in `_meta`."""
+    from tracecore.ingest.dataset_tables import BASE_SCHEMAS
+
     for name, table in state.tables.items():
         con.register("_incoming", table)
         con.execute(f"CREATE OR REPLACE TABLE {_ident(name)} AS SELECT * FROM _incoming")
@@ -438,6 +453,8 @@ def open_for_writing(path: Path) -> duckdb.DuckDBPyConnection:
 def template_path() -> Path | None:
     """Where the draft template for this version of queries/, the catalog format and DuckDB lives in
     the user's cache (`tracecore.cache`); None when the cache is off."""
+    from tracecore.ingest.dataset_tables import BASE_SCHEMAS
+
     folder = cache_dir()
     if folder is None:
         return None
@@ -467,6 +484,10 @@ def commit_catalog(out: Path, state: State) -> list[str]:
 
 def export_tables(out: Path, state: State) -> None:
     """OUT/tables/<name>.parquet for Polars and pandas users (each written then renamed)."""
+    import pyarrow.parquet as pq  # here: 11 ms that a query's open_catalog does not need
+
+    from tracecore.ingest.dataset_tables import BASE_SCHEMAS, EXPORTED
+
     tdir = out / TABLES_DIR
     tdir.mkdir(exist_ok=True)
     for name, table in state.tables.items():
@@ -490,6 +511,8 @@ def write_state(root: Path, state: State) -> tuple[str, str]:
     catalog's copy intact until the rename; older ones are swept after it (`_sweep_state`).
     """
     import uuid
+
+    import pyarrow.parquet as pq
 
     generation = uuid.uuid4().hex
     folder = root / STATE_DIR / generation
@@ -516,6 +539,11 @@ def _sweep_state(root: Path, keep: str) -> None:
 
 def _read_state(out: Path, record: str, path: Path) -> dict[str, pa.Table]:
     """The tables of `_meta.state`, each checked against its digest (see `write_state`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq  # here: 11 ms that a query's open_catalog does not need
+
+    from tracecore.ingest.dataset_tables import BASE_SCHEMAS, LATER_TABLES
+
     try:
         info = json.loads(record)
         generation, digests = info["generation"], info["tables"]
@@ -557,6 +585,10 @@ def _read_state(out: Path, record: str, path: Path) -> dict[str, pa.Table]:
 
 def load_state(out: Path) -> State:
     """The committed state of a dataset, or an empty one when there is no catalog yet."""
+    import pyarrow as pa
+
+    from tracecore.ingest.dataset_tables import BASE_SCHEMAS, LATER_TABLES, State
+
     path = out / CATALOG_NAME
     if not path.is_file():
         return State()
@@ -603,6 +635,8 @@ def _with_read_version(files: pa.Table, version: int) -> pa.Table:
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """A stored table in today's schema: columns added since it was written become NULL."""
+    import pyarrow as pa
+
     for fld in schema:
         if fld.name not in table.column_names:
             table = table.append_column(fld.name, pa.nulls(table.num_rows, fld.type))
@@ -651,11 +685,18 @@ def open_catalog(
     refuse_links(root, deep=False)  # the catalog, packets/, .state/ (part files: `_part_files`)
     path = root / CATALOG_NAME
     try:
-        meta = _meta_of(path)
+        con = attach(path)  # read-only: its _meta decides, and it is the connection when nothing changes
+        try:
+            meta = dict(con.execute("SELECT key, value FROM _meta").fetchall())
+            check_schema_version(meta.get("schema_version"), path)
+        except BaseException:
+            con.close()
+            raise
     except duckdb.Error as err:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
-    check_schema_version(meta.get("schema_version"), path)
     stale = meta.get("root") != str(root) or meta.get("views_fingerprint") != views_fingerprint()
+    if stale or not read_only:
+        con.close()
     if stale and not _refresh_in_place(root):
         state = load_state(root)
         con = duckdb.connect()
@@ -665,7 +706,7 @@ def open_catalog(
             con.close()
             _part_files_exist(state, root)
             raise DatasetError(f"{path}: cannot rebuild the views: {_first(err)}") from err
-    else:
+    elif stale or not read_only:
         try:
             con = attach(path, read_only)
         except duckdb.Error as err:

@@ -11,12 +11,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from tracecore.ingest.layout import FORMAT_VERSION as FORMAT_VERSION
 from tracecore.logs import _collectives, nccl
 from tracecore.schema import SCHEMA_VERSION
-
-# The catalog's layout; 2: packets views widen byte columns and add `ts`; 3: `_files.layers`;
-# 4: `_files.read_version`.
-FORMAT_VERSION = "4"
 
 RUNS = pa.schema(
     [

@@ -27,6 +27,10 @@ from tracecore.ingest.fileid import file_id
 if TYPE_CHECKING:
     from tracecore.errors import DatasetError
 
+# The catalog's layout; 2: packets views widen byte columns and add `ts`; 3: `_files.layers`;
+# 4: `_files.read_version`.
+FORMAT_VERSION = "4"
+
 CATALOG_NAME = "tracecore.duckdb"
 PACKETS_DIR = "packets"
 TABLES_DIR = "tables"
@@ -93,7 +97,6 @@ def claim(out: Path) -> None:
     recognised and marked; anything else is left untouched.
     """
     from tracecore.errors import DatasetError
-    from tracecore.ingest.dataset_tables import FORMAT_VERSION
 
     refuse_links(out, deep=False)  # before the marker is believed or written
     marker = out / MARKER
