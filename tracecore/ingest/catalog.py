@@ -628,6 +628,8 @@ def load_state(out: Path) -> State:
 def _with_read_version(files: pa.Table, version: int) -> pa.Table:
     """`_files` with each part's read_version; a dataset written before that column records its own
     schema version for each part (every part of it was read or upgraded as that version)."""
+    import pyarrow as pa
+
     i = files.schema.get_field_index("read_version")
     filled = files.column(i).fill_null(pa.scalar(version, pa.int32()))
     return files.set_column(i, files.schema.field(i), filled)
