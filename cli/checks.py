@@ -16,11 +16,16 @@ if TYPE_CHECKING:
     from tracecore.cli.output import Format
 
 
+MAX_ROWS = 2**63 - 1
+
+
 def check_destination(fmt: Format, out: Path | None, limit: int | None = None) -> None:
     """Refuse before any work is done what cannot be written: Parquet to a terminal (it is binary),
-    a file that cannot be created, a negative row limit."""
+    a file that cannot be created, a row limit below 0 or past what Arrow and DuckDB count rows in."""
     if limit is not None and limit < 0:
         raise UsageError(f"--limit must be 0 or more, got {limit}")
+    if limit is not None and limit > MAX_ROWS:
+        raise UsageError(f"--limit must be at most {MAX_ROWS:,}, got {limit:,}")
     if fmt == "parquet" and out is None:  # Format is a StrEnum
         raise UsageError("parquet output is binary: give --out FILE.parquet")
     check_file(out)

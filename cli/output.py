@@ -19,6 +19,7 @@ from tracecore.cli.checks import check_destination, check_file
 from tracecore.cli.destination import save_chart, sink, writing
 from tracecore.cli.fit import terminal_width
 from tracecore.cli.table import render, render_rows
+from tracecore.errors import UsageError
 from tracecore.json_values import json_rows
 
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ def write_batches(
 ) -> None:
     """Stream batches as CSV or JSON (to `out` or stdout) or Parquet (to `out`), complete, in flat memory."""
     check_destination(fmt, out)
+    check_columns(schema, fmt)
     if fmt is Format.parquet:
         import pyarrow.parquet as pq
 
@@ -93,6 +95,26 @@ def write_batches(
     write_text = {Format.csv: _write_csv, Format.json: _write_json}[fmt]  # `table` is each command's own
     with sink(out) as text:
         write_text(schema, batches, text)
+
+
+def check_columns(schema: pa.Schema, fmt: Format) -> None:
+    """Refuse, before anything is written, columns the format cannot hold: JSON rows need distinct
+    names, and Parquet has no interval type (Arrow's month-day-nano)."""
+    import pyarrow as pa
+
+    names = schema.names
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if fmt is Format.json and twice is not None:
+        raise UsageError(
+            f"the result has {names.count(twice)} columns named {twice!r}; JSON rows need distinct names:"
+            " name them apart (… AS other_name) or use --format csv"
+        )
+    interval = next((f.name for f in schema if pa.types.is_interval(f.type)), None)
+    if fmt is Format.parquet and interval is not None:
+        raise UsageError(
+            f"column {interval!r} is an INTERVAL, which Parquet cannot store: cast it to VARCHAR (or a"
+            " number of microseconds) in the query, or use --format csv"
+        )
 
 
 def _write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: TextIO) -> None:

@@ -10,6 +10,7 @@ import io
 from typing import TYPE_CHECKING
 
 from tracecore.cli.fit import fit
+from tracecore.json_values import interval_text, is_interval
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -22,7 +23,8 @@ def render(table: pa.Table, limit_rows: int | None, width: int | None = None) ->
 
     shown = table if limit_rows is None else table.slice(0, limit_rows)
     numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in table.schema]
-    rows = [tuple(row.values()) for row in shown.to_pylist()]
+    columns = [column.to_pylist() for column in shown.columns]  # by position: names may repeat
+    rows = list(zip(*columns, strict=True)) if columns else [()] * shown.num_rows
     return render_rows(table.schema.names, numeric, rows, table.num_rows, limit_rows, width)
 
 
@@ -65,5 +67,5 @@ def render_rows(
 def _cell(value: object) -> str:
     """Floats to 6 decimals as papers print them (0.054068, 111.5), tiny or huge ones to 6 digits."""
     if not isinstance(value, float):
-        return "NULL" if value is None else str(value)
+        return "NULL" if value is None else interval_text(value) if is_interval(value) else str(value)
     return f"{value:.6f}".rstrip("0").rstrip(".") if 1e-3 <= abs(value) < 1e12 else f"{value:.6g}"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,9 @@ def test_report_into_a_file(sample_dataset: Path, tmp_path: Path) -> None:
     assert (tmp_path / "notes").read_text() == "mine\n"
 
 
+TOO_MANY = "Error: --limit must be at most 9,223,372,036,854,775,807"
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
@@ -74,6 +78,16 @@ def test_report_into_a_file(sample_dataset: Path, tmp_path: Path) -> None:
         (["query", "flow_counts", "--limit", "-1"], "Error: --limit must be 0 or more, got -1"),
         (["sql", "SELECT 1", "--limit", "-1"], "Error: --limit must be 0 or more, got -1"),
         (["read", CAPTURE, "--limit", "-1"], "Error: --limit must be 0 or more, got -1"),
+        # past int64: an OverflowError traceback in Arrow's slice before
+        (
+            ["sql", "SELECT 1", "-n", "9" * 23],
+            "Error: --limit must be at most 9,223,372,036,854,775,807, got",
+        ),
+        (
+            ["query", "flow_counts", "-n", "9" * 23],
+            "Error: --limit must be at most 9,223,372,036,854,775,807",
+        ),
+        (["read", CAPTURE, "-n", "9" * 23], "Error: --limit must be at most 9,223,372,036,854,775,807"),
     ],
 )
 def test_absurd_values_are_one_friendly_line(args: list[str], expected: str, sample_dataset: Path) -> None:
@@ -94,6 +108,64 @@ def test_list_and_struct_columns_are_json_text_in_csv(sample_dataset: Path) -> N
         result = runner.invoke(app, ["sql", sql, "--data", str(sample_dataset), "-f", fmt])
         assert result.exit_code == 0, result.output
         assert result.stdout == expected
+
+
+INTERVALS = [  # (expression, DuckDB's own text of it)
+    ("INTERVAL 90 MINUTE", "01:30:00"),
+    ("-INTERVAL 14 MONTH", "-1 year -2 months"),
+    ("INTERVAL 3 DAY + INTERVAL 90 MINUTE + INTERVAL 1 MICROSECOND", "3 days 01:30:00.000001"),
+    ("-INTERVAL 1 DAY - INTERVAL 5 SECOND", "-1 day -00:00:05"),
+    ("to_microseconds(1500000)", "00:00:01.5"),
+    ("INTERVAL 0 SECOND", "00:00:00"),
+]
+
+
+def test_intervals_are_duckdbs_text_in_every_text_format_and_refused_for_parquet(
+    sample_dataset: Path, tmp_path: Path
+) -> None:
+    """Before: CSV and Parquet a traceback (Arrow has no text or Parquet form for its intervals),
+    JSON [months, days, ns] lists, the table `MonthDayNano(...)`."""
+    import duckdb
+
+    sql = (
+        "SELECT "
+        + ", ".join(f"{e} AS i{k}" for k, (e, _) in enumerate(INTERVALS))
+        + ", [INTERVAL 1 DAY] AS l"
+    )
+    texts = [t for _, t in INTERVALS]
+    assert [duckdb.sql(f"SELECT ({e})::VARCHAR").fetchall()[0][0] for e, _ in INTERVALS] == texts
+    names = [f"i{k}" for k in range(len(INTERVALS))]
+    got = {}
+    for fmt in ("csv", "json", "table"):
+        res = console(["sql", sql, "--data", str(sample_dataset), "-f", fmt])
+        assert res.returncode == 0, res.stderr
+        got[fmt] = res.stdout
+    header = ",".join(f'"{n}"' for n in [*names, "l"])
+    assert got["csv"] == header + "\n" + ",".join(f'"{t}"' for t in texts) + ',"[""1 day""]"\n'
+    assert json.loads(got["json"]) == [{**dict(zip(names, texts, strict=True)), "l": ["1 day"]}]
+    assert all(t in got["table"] for t in texts)
+    one_line_exit_2_from(
+        console(
+            ["sql", sql, "--data", str(sample_dataset), "-f", "parquet", "-o", str(tmp_path / "i.parquet")]
+        ),
+        "Error: column 'i0' is an INTERVAL, which Parquet cannot store: cast it to VARCHAR",
+    )
+    assert not (tmp_path / "i.pq").exists()
+
+
+def test_columns_of_the_same_name_are_all_shown_and_refused_as_json(sample_dataset: Path) -> None:
+    """Before: the table an IndexError traceback, JSON silently one of them (`[{"a": 2}]`)."""
+    sql = "SELECT 1 AS a, 2 AS a, 'x' AS b"
+    res = console(["sql", sql, "--data", str(sample_dataset), "-f", "csv"])
+    assert (res.returncode, res.stdout) == (0, '"a","a","b"\n1,2,"x"\n')
+    res = console(["sql", sql, "--data", str(sample_dataset)])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[1].split() == ["a", "a", "b"]
+    assert res.stdout.split("\n")[3].split() == ["1", "2", "x"]
+    one_line_exit_2_from(
+        console(["sql", sql, "--data", str(sample_dataset), "-f", "json"]),
+        "Error: the result has 2 columns named 'a'; JSON rows need distinct names",
+    )
 
 
 def console(args: list[str], stdout: object = subprocess.PIPE) -> subprocess.CompletedProcess:

@@ -15,8 +15,35 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
+def is_interval(value: Any) -> bool:
+    """Whether `value` is an interval as Arrow gives one (pyarrow.MonthDayNano, a struct sequence;
+    checked by name, as pyarrow is imported only where such values exist)."""
+    return isinstance(value, tuple) and type(value).__name__ == "MonthDayNano"
+
+
+def interval_text(value: Any) -> str:
+    """An interval as DuckDB writes one (`1 year 2 months 3 days 01:30:00.000001`), for text outputs:
+    Arrow's CSV writer and Parquet have no form for Arrow's month-day-nano intervals."""
+    years = int(value.months / 12)  # toward zero, as DuckDB: -14 months is -1 year -2 months
+    parts = [
+        f"{n} {unit}{'' if abs(n) == 1 else 's'}"
+        for n, unit in ((years, "year"), (value.months - 12 * years, "month"), (value.days, "day"))
+        if n
+    ]
+    ns = value.nanoseconds
+    if ns or not parts:
+        seconds, frac = divmod(abs(ns), 10**9)
+        clock = f"{'-' if ns < 0 else ''}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if frac:  # as DuckDB: the fraction without trailing zeros
+            clock += f".{frac:09d}".rstrip("0")
+        parts.append(clock)
+    return " ".join(parts)
+
+
 def json_value(value: Any) -> Any:
     """`value` with every non-finite float as None and every Decimal as an int or float, nested too."""
+    if is_interval(value):
+        return interval_text(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Decimal):
@@ -35,30 +62,38 @@ def json_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def csv_schema(schema: pa.Schema) -> pa.Schema:
     """`schema` as CSV can hold it: dictionary columns as their values, nested ones (lists, structs)
-    as JSON text, since Arrow's CSV writer has no form for them."""
+    as JSON text and intervals as DuckDB's text, since Arrow's CSV writer has no form for them."""
     import pyarrow as pa
 
     def flat(field: pa.Field) -> pa.Field:
         if pa.types.is_dictionary(field.type):
             return field.with_type(field.type.value_type)
-        return field.with_type(pa.string()) if pa.types.is_nested(field.type) else field
+        return field.with_type(pa.string()) if _as_text(field.type) else field
 
     return pa.schema([flat(f) for f in schema])
 
 
-def csv_ready(batch: pa.RecordBatch, plain: pa.Schema) -> pa.Table:
-    """`batch` cast to `plain` (csv_schema of its schema), each nested value written as JSON text."""
+def _as_text(type_: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_nested(type_) or pa.types.is_interval(type_)
+
+
+def _json_text(value: Any) -> str:
     import json
 
+    return json.dumps(json_value(value), default=str)
+
+
+def csv_ready(batch: pa.RecordBatch, plain: pa.Schema) -> pa.Table:
+    """`batch` cast to `plain` (csv_schema of its schema), each nested value written as JSON text."""
     import pyarrow as pa
 
     table = pa.Table.from_batches([batch])
     for i, field in enumerate(batch.schema):
-        if pa.types.is_nested(field.type):
-            values = [
-                None if v is None else json.dumps(json_value(v), default=str)
-                for v in table.column(i).to_pylist()
-            ]
+        if _as_text(field.type):
+            text = interval_text if pa.types.is_interval(field.type) else _json_text
+            values = [None if v is None else text(v) for v in table.column(i).to_pylist()]
             table = table.set_column(i, field.name, pa.array(values, pa.string()))
     # already plain (no dictionary column): as it is; a cast, even to its own types, imports
     # pyarrow.compute (60 ms of a `tracecore query --format csv`, bench/results/cli-startup.md)
