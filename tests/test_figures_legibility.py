@@ -162,7 +162,9 @@ def svg_findings(svgs: dict[str, str], tmp_path: Path) -> dict[str, list[str]]:
       document.body.dataset.result = JSON.stringify(out);
     </script>"""
     page = tmp_path / "svgs.html"
-    page.write_text(f"<!DOCTYPE html><html><body>{''.join(parts)}{probe}</body></html>", encoding="utf-8")
+    # the charset said: without it Chromium guesses the file's encoding and once read `·` as `Â·`
+    head = '<!DOCTYPE html><html><head><meta charset="utf-8"></head>'
+    page.write_text(f"{head}<body>{''.join(parts)}{probe}</body></html>", encoding="utf-8")
     dom = chromium(page, tmp_path, "--window-size=2400,1200", "--dump-dom")
     assert console_messages(dom.stderr) == []
     return json.loads(html.unescape(re.search(r'data-result="([^"]*)"', dom.stdout).group(1)))
