@@ -50,11 +50,9 @@ def emit(table: pa.Table, fmt: Format, out: Path | None, limit: int | None = Non
 def emit_rows(rows: Rows, out: Path | None) -> None:
     """`emit` of a small result already fetched as rows (`tracecore sql`): the same table, no Arrow."""
     with sink(out) as text:
-        text.write(
-            render_rows(rows.names, rows.numeric, rows.rows, len(rows.rows), None, terminal_width(out))
-        )
+        text.write(render_rows(rows.names, rows.numeric, rows.rows, rows.total, None, terminal_width(out)))
     if out is not None:
-        typer.echo(f"wrote {len(rows.rows)} rows to {out}", err=True)
+        typer.echo(f"wrote {rows.total} rows to {out}", err=True)
 
 
 def emit_model(result: ModelResult, fmt: Format, out: Path | None, figure: Path | None) -> None:

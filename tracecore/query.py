@@ -528,14 +528,15 @@ class Rows(NamedTuple):
 
     names: list[str]
     numeric: list[bool]  # the column holds numbers (right-aligned)
-    rows: list[tuple]
+    rows: list[tuple]  # the first rows, at most the `most` asked for
+    total: int  # rows of the whole result
 
 
 def sql_rows_or_table(
     data_dir: Path, sql: str, most: int, *, first: bool = False, unsafe: bool = False
 ) -> Rows | pa.Table:
-    """`sql_dataset`'s result, as Rows when it is one SELECT whose columns are all PLAIN_TYPES and
-    that has at most `most` rows (`first`: its first `most` rows, however many it has); else its
+    """`sql_dataset`'s result, as Rows when it is one SELECT whose columns are all PLAIN_TYPES (its
+    first `most` rows and how many it has; `first`: only its first `most` rows are read); else its
     Arrow table, as `sql_dataset` gives it. Why: a table on the screen needs no Arrow, and importing
     it (with numpy) cost more than the rest of `tracecore sql` (bench/results/cli-startup.md)."""
 
@@ -547,21 +548,32 @@ def sql_rows_or_table(
 
 
 def _plain_rows(con: duckdb.DuckDBPyConnection, sql: str, most: int, first: bool) -> Rows | None:
-    """Rows of one SELECT when they qualify (see sql_rows_or_table); None otherwise, and on any error:
-    `run_sql` then runs the statement and reports it as always."""
+    """Rows of one SELECT when they qualify (see sql_rows_or_table), the statement run once; None when
+    they do not (`run_sql` runs it then); DuckDB's errors as run_sql reports them."""
     import duckdb
 
     try:
         if [st.type.name for st in duckdb.extract_statements(sql)] != ["SELECT"]:
             return None
-        rel = con.sql(sql)
+        rel = con.sql(sql)  # bound, not run: its names and types
         types, names = [str(t) for t in rel.types], list(rel.columns)
         if len(set(names)) < len(names) or any(t not in PLAIN_TYPES for t in types):
             return None
-        rows = rel.limit(most if first else most + 1).fetchall()
-    except duckdb.Error:
-        return None
-    return Rows(names, [PLAIN_TYPES[t] for t in types], rows) if len(rows) <= most else None
+        if first:
+            rows = rel.limit(most).fetchall()
+            total = len(rows)
+        else:  # the rows shown, then the rest only counted, a chunk at a time
+            con.execute(sql)
+            rows = con.fetchmany(most)
+            total = len(rows)
+            while chunk := con.fetchmany(_COUNT_CHUNK):
+                total += len(chunk)
+    except duckdb.Error as err:
+        raise _query_error(con, err) from err
+    return Rows(names, [PLAIN_TYPES[t] for t in types], rows, total)
+
+
+_COUNT_CHUNK = 65536
 
 
 def with_dataset(
