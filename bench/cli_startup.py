@@ -57,8 +57,10 @@ STEPS = [
     ("check_runs / check_size (view guards)", "tracecore/query.py", "check_size"),
     ("_plain_rows (sql: query + fetch as rows)", "tracecore/query.py", "_plain_rows"),
     ("run_sql (query + fetch as Arrow)", "tracecore/query.py", "run_sql"),
+    ("_csv_lines (query: CSV lines made by DuckDB)", "tracecore/query.py", "_csv_lines"),
     ("emit_rows (sql: the table from rows)", "cli/output.py", "emit_rows"),
     ("emit (table / CSV out)", "cli/output.py", "emit"),
+    ("emit_csv_lines (CSV out from DuckDB's lines)", "cli/csv_out.py", "emit_csv_lines"),
 ]
 
 

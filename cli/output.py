@@ -5,8 +5,6 @@ NaN/decimal rule (`tracecore.json_values`); pyarrow and rich load only when used
 
 from __future__ import annotations
 
-import io
-import itertools
 import json
 from collections.abc import Iterable
 from enum import StrEnum
@@ -16,6 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 import typer
 
 from tracecore.cli.checks import check_destination, check_file
+from tracecore.cli.csv_out import write_csv
 from tracecore.cli.destination import save_chart, sink, writing
 from tracecore.cli.fit import terminal_width
 from tracecore.cli.table import render, render_rows
@@ -90,7 +89,7 @@ def write_batches(
             for batch in batches:
                 writer.write_batch(batch)
         return
-    write_text = {Format.csv: _write_csv, Format.json: _write_json}[fmt]  # `table` is each command's own
+    write_text = {Format.csv: write_csv, Format.json: _write_json}[fmt]  # `table` is each command's own
     with sink(out) as text:
         write_text(schema, batches, text)
 
@@ -113,23 +112,6 @@ def check_columns(schema: pa.Schema, fmt: Format) -> None:
             f"column {interval!r} is an INTERVAL, which Parquet cannot store: cast it to VARCHAR (or a"
             " number of microseconds) in the query, or use --format csv"
         )
-
-
-def _write_csv(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: TextIO) -> None:
-    """CSV batch by batch (tracecore.json_values.csv_ready), the header even when there are no rows."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    from tracecore.json_values import csv_ready, csv_schema
-
-    plain = csv_schema(schema)
-    tables = (csv_ready(batch, plain) for batch in batches)
-    first = next(tables, None)  # none: the header alone (`plain.empty_table()` would import pandas)
-    first = pa.Table.from_batches([], schema=plain) if first is None else first
-    for i, table in enumerate(itertools.chain([first], tables)):
-        buf = io.BytesIO()
-        pacsv.write_csv(table, buf, pacsv.WriteOptions(include_header=i == 0))
-        sink.write(buf.getvalue().decode("utf-8"))
 
 
 def _write_json(schema: pa.Schema, batches: Iterable[pa.RecordBatch], sink: TextIO) -> None:

@@ -7,12 +7,14 @@ Thin: parse options, call `tracecore.query`, print through `cli.output`. `--run`
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
+from tracecore.cli.csv_out import emit_csv_lines
 from tracecore.cli.options import Bin, Dataset, FormatOpt, From, Limit, Out, Runs, Scheduler, To
 from tracecore.cli.output import Format, emit
 from tracecore.errors import UsageError
@@ -67,7 +69,7 @@ def query(
     With --scheduler, a view split by run (--describe says so) runs per run on the Dask cluster's
     workers, which must see the dataset at the same path; the others run here.
     """
-    from tracecore.query import describe_view, query_dataset, request_params, view_listing
+    from tracecore.query import describe_view, query_dataset, query_dataset_csv, request_params, view_listing
 
     if list_:
         kind = None
@@ -93,7 +95,13 @@ def query(
         return
     check_destination(fmt, out, limit)
     params = request_params(name, param or [], bin_, from_, to)  # an unknown view fails before the dataset
-    table = query_dataset(data, name, runs=run, params=params, scheduler=scheduler)
+    if fmt is Format.csv and scheduler is None:  # lines formatted by DuckDB where the columns allow
+        write = functools.partial(emit_csv_lines, out=out, limit=limit)
+        table = query_dataset_csv(data, name, write, runs=run, params=params)
+        if table is None:
+            return
+    else:
+        table = query_dataset(data, name, runs=run, params=params, scheduler=scheduler)
     if fmt is Format.table and name in STARTS_BUSY and from_ is None and "from_ns" not in params:
         table, skipped = skip_idle_start(table)
         if skipped:

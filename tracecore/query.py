@@ -22,7 +22,7 @@ from tracecore.errors import DatasetError, UsageError
 from tracecore.views import ViewParam, view_params
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     import duckdb
     import pyarrow as pa
@@ -433,6 +433,64 @@ def query_dataset(
     return _on_cluster(Path(data_dir).absolute(), name, runs, params or {}, scheduler, part_packets)
 
 
+def query_dataset_csv(
+    data_dir: Path,
+    name: str,
+    write: Callable[[list[str], Iterator[list[str]]], None],
+    runs: list[str] | None = None,
+    params: dict[str, Any] | None = None,
+) -> pa.Table | None:
+    """`query_dataset` (here, not on a cluster) with its result given to `write` as CSV: the column
+    names and chunks of lines formatted by DuckDB as Arrow's writer formats them (tracecore.csv_text),
+    when every column's type allows; else its Arrow table, as query_dataset returns it.
+
+    Why: such a CSV needs neither pyarrow nor numpy, whose import cost more than a small view's query.
+    The lines are made into a temporary table first, so any error of the query comes before `write`
+    is called and nothing half-written is left; the table keeps the view's order."""
+
+    def work(con: duckdb.DuckDBPyConnection) -> pa.Table | None:
+        views.view_sql(name)  # unknown names: a message listing the views
+        sql, values = build_call(name, check_runs(con, runs), params or {})
+        check_size(con, name, values)
+        names = _csv_lines(con, sql, values)
+        if names is None:
+            return run_sql(con, sql, values)
+        write(names, _fetch_lines(con))
+        return None
+
+    return with_dataset(data_dir, work)
+
+
+def _csv_lines(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any]) -> list[str] | None:
+    """The result of `sql` as CSV lines in the temporary table csv_lines, and its column names; None
+    (nothing run) when a column's type is not one csv_text covers."""
+    import duckdb
+
+    from tracecore import csv_text
+
+    try:
+        rel = con.sql(sql, params=values or None)  # bound, not run: its names and types
+        names, types = list(rel.columns), [str(t) for t in rel.types]
+        line = csv_text.lines(types)
+        if line is None:
+            return None
+        columns = ", ".join(f"c{i}" for i in range(len(types)))  # by position: names may repeat
+        con.execute(
+            f"CREATE TEMP TABLE csv_lines AS SELECT {line} AS line FROM ({sql}) AS result({columns})",
+            values or None,
+        )
+    except duckdb.Error as err:
+        raise _query_error(con, err) from err
+    return names
+
+
+def _fetch_lines(con: duckdb.DuckDBPyConnection) -> Iterator[list[str]]:
+    """csv_lines's lines in their order, a chunk at a time."""
+    con.execute("SELECT line FROM csv_lines")
+    while chunk := con.fetchmany(_FETCH_ROWS):
+        yield [row[0] for row in chunk]
+
+
 def _on_cluster(
     data_dir: Path,
     name: str,
@@ -566,14 +624,14 @@ def _plain_rows(con: duckdb.DuckDBPyConnection, sql: str, most: int, first: bool
             con.execute(sql)
             rows = con.fetchmany(most)
             total = len(rows)
-            while chunk := con.fetchmany(_COUNT_CHUNK):
+            while chunk := con.fetchmany(_FETCH_ROWS):
                 total += len(chunk)
     except duckdb.Error as err:
         raise _query_error(con, err) from err
     return Rows(names, [PLAIN_TYPES[t] for t in types], rows, total)
 
 
-_COUNT_CHUNK = 65536
+_FETCH_ROWS = 65536
 
 
 def with_dataset(
