@@ -129,22 +129,18 @@ def test_console_script_never_imports_pydantic_for_sql(sample_dataset: Path) -> 
     assert "pyarrow.compute" not in done.stderr  # CSV: no cast of a table already plain (60 ms)
 
 
+def _ingest_with_importtime(out: Path) -> list[str]:
+    """The console script's `ingest` of the embedded sample run into `out`, under `-X importtime`."""
+    from tracecore.sample import sample_run
+
+    run = str(sample_run())
+    return [sys.executable, "-X", "importtime", str(TRACECORE), "ingest", run, "--out", str(out)]
+
+
 def test_console_script_never_imports_pydantic_for_ingest(tmp_path: Path) -> None:
     """`tracecore ingest` through the installed script coerces `--wait` (whose default is coerced on
     every ingest) and `--jobs` without pydantic, and ingests as before."""
-    from tracecore.sample import sample_run
-
-    out = tmp_path / "ds"
-    argv = [
-        sys.executable,
-        "-X",
-        "importtime",
-        str(TRACECORE),
-        "ingest",
-        str(sample_run()),
-        "--out",
-        str(out),
-    ]
+    argv = _ingest_with_importtime(tmp_path / "ds")
     done = subprocess.run([*argv, "--json", "-j", "2"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["counts"] == {"ingested": 4}
@@ -152,6 +148,20 @@ def test_console_script_never_imports_pydantic_for_ingest(tmp_path: Path) -> Non
     again = subprocess.run([*argv, "--json", "--wait", "2.5"], capture_output=True, text=True, timeout=120)
     assert json.loads(again.stdout)["counts"] == {"unchanged": 4}
     assert " pydantic" not in again.stderr
+
+
+def test_console_script_never_imports_pandas_for_ingest(tmp_path: Path) -> None:
+    """`tracecore ingest` of a run with a training log, new and again (its state read back), makes
+    its small tables without pyarrow's Python conversion, which imports pandas when it is installed
+    (0.3 CPU-s a process), and reads the state without pyarrow.dataset, which imports it too."""
+    out = tmp_path / "ds"
+    argv = _ingest_with_importtime(out)
+    for counts in ({"ingested": 4}, {"unchanged": 4}):
+        done = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(done.stdout)["counts"] == counts
+        assert " pandas" not in done.stderr
+    assert (out / "tables" / "train_log.parquet").is_file()
 
 
 @pytest.mark.parametrize(
