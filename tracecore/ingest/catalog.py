@@ -411,7 +411,12 @@ class CatalogDraft:
         assert self.con is not None
         try:
             generation, record = write_state(self.root, state)
+            # One transaction: each statement's own commit synced the draft's write-ahead log (27
+            # fdatasyncs an ingest), though only the CHECKPOINT and fsync below make it durable.
+            self.con.execute("BEGIN TRANSACTION")
             fill_catalog(self.con, state, self.root, record)
+            self.con.execute("COMMIT")
+            testpause.pause("filled")
             self.con.execute("CHECKPOINT")
         finally:
             self.con.close()
