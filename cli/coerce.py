@@ -1,4 +1,5 @@
-"""Typer's coercion of plain option values (a string, a whole number, a path, a choice) without pydantic.
+"""Typer's coercion of plain option values (a string, a number within its bounds, a path, a choice)
+without pydantic.
 
 Why: Typer 0.29 turns every parameter's value into its type through a pydantic `TypeAdapter`, and
 importing pydantic and building one adapter per parameter cost more than DuckDB's own import before
@@ -25,6 +26,7 @@ except ImportError:  # pragma: no cover - depends on the installed Typer
     RuntimeParam = None
 
 _WHOLE = re.compile(r"-?[0-9]{1,18}")  # int() and pydantic agree on these (leading zeros included)
+_DECIMAL = re.compile(r"-?[0-9]{1,15}(\.[0-9]{1,15})?")  # and float() and pydantic on these
 _NOT_PLAIN = object()
 
 
@@ -34,10 +36,15 @@ def plain(value: Any, annotation: Any, info: Any, param: Any, ctx: Any) -> Any:
         return value if isinstance(value, str) else _NOT_PLAIN
     if annotation is bool:
         return value if isinstance(value, bool) else _NOT_PLAIN
-    if annotation is int and info.min is None and info.max is None:
+    if annotation is int:
         if isinstance(value, str) and _WHOLE.fullmatch(value):
-            return int(value)
-        return value if type(value) is int else _NOT_PLAIN
+            value = int(value)
+        return value if type(value) is int and _in_range(value, info) else _NOT_PLAIN
+    if annotation is float:
+        decimal = isinstance(value, str) and _DECIMAL.fullmatch(value) is not None
+        if decimal or (type(value) is int and abs(value) < 1 << 53):  # an int default: exact as a float
+            value = float(value)
+        return value if type(value) is float and _in_range(value, info) else _NOT_PLAIN
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         try:
             return coerce_cli_choice(
@@ -56,6 +63,17 @@ def plain(value: Any, annotation: Any, info: Any, param: Any, ctx: Any) -> Any:
         items = [plain(v, item_type, info, param, ctx) for v in value]
         return _NOT_PLAIN if any(i is _NOT_PLAIN for i in items) else items
     return _NOT_PLAIN
+
+
+def _in_range(number: float, info: Any) -> bool:
+    """Within the option's `min`/`max` (a finite number): outside, or with a clamp to apply, Typer's
+    adapter answers (its message, its clamped value)."""
+    return (
+        number == number
+        and abs(number) != float("inf")
+        and (info.min is None or number >= info.min)
+        and (info.max is None or number <= info.max)
+    )
 
 
 if RuntimeParam is not None:

@@ -23,10 +23,12 @@ from tracecore.cli.coerce import PlainRuntimeParam, plain
 TRACECORE = Path(sys.executable).parent / "tracecore"
 
 # values a user types, good and bad, for every kind of parameter the commands declare
+WHOLE = ["0", "5", "0100", "-1", "+5", " 5", "5 ", "2.5", "abc", "", "1_000", "9" * 18, "9" * 19, "١٢"]
+NUMBERS = [0.0, 3, -2.0, float("nan"), 1, True]  # as Python gives them: a parameter's default
 VALUES = {
     "str": ["", "x", " x ", "link_util", "ünï", "a\nb"],
-    "int": ["0", "5", "0100", "-1", "+5", " 5", "5 ", "2.5", "abc", "", "1_000", "9" * 18, "9" * 19, "١٢"],
-    "float": ["0", "2.5", "-1", "1e3", "nan", "abc", ""],
+    "int": [*WHOLE, *NUMBERS],
+    "float": ["0", "2.5", "-1", "-0.5", "1e3", "nan", "inf", "abc", "", "007.50", ".5", "5.", " 2", *NUMBERS],
     "bool": [True, False, "true", "0", "yes", "maybe"],
     "Format": ["table", "csv", "json", "parquet", "CSV", "xml", ""],
     "Path": ["x.csv", "/tmp", ".", "", "/proc/1/nonexistent/file", "~/a"],
@@ -86,6 +88,11 @@ def test_plain_coercion_takes_the_common_values_itself() -> None:
     )
     out, ctx = params["sql out"]
     assert plain("x.csv", Path, out.type_descriptor.parameter_info, out, ctx) == Path("x.csv")
+    wait, ctx = params["ingest wait"]  # its default is coerced on every ingest
+    assert plain(0.0, float, wait.type_descriptor.parameter_info, wait, ctx) == 0.0
+    assert plain("2.5", float, wait.type_descriptor.parameter_info, wait, ctx) == 2.5
+    jobs, ctx = params["ingest jobs"]  # min=1
+    assert plain("2", int, jobs.type_descriptor.parameter_info, jobs, ctx) == 2
 
 
 def _console(*args: str) -> subprocess.CompletedProcess[str]:
@@ -120,6 +127,41 @@ def test_console_script_never_imports_pydantic_for_sql(sample_dataset: Path) -> 
     assert done.stdout == '"x"\n1\n'
     assert " pydantic" not in done.stderr
     assert "pyarrow.compute" not in done.stderr  # CSV: no cast of a table already plain (60 ms)
+
+
+def _ingest_with_importtime(out: Path) -> list[str]:
+    """The console script's `ingest` of the embedded sample run into `out`, under `-X importtime`."""
+    from tracecore.sample import sample_run
+
+    run = str(sample_run())
+    return [sys.executable, "-X", "importtime", str(TRACECORE), "ingest", run, "--out", str(out)]
+
+
+def test_console_script_never_imports_pydantic_for_ingest(tmp_path: Path) -> None:
+    """`tracecore ingest` through the installed script coerces `--wait` (whose default is coerced on
+    every ingest) and `--jobs` without pydantic, and ingests as before."""
+    argv = _ingest_with_importtime(tmp_path / "ds")
+    done = subprocess.run([*argv, "--json", "-j", "2"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["counts"] == {"ingested": 4}
+    assert " pydantic" not in done.stderr
+    again = subprocess.run([*argv, "--json", "--wait", "2.5"], capture_output=True, text=True, timeout=120)
+    assert json.loads(again.stdout)["counts"] == {"unchanged": 4}
+    assert " pydantic" not in again.stderr
+
+
+def test_console_script_never_imports_pandas_for_ingest(tmp_path: Path) -> None:
+    """`tracecore ingest` of a run with a training log, new and again (its state read back), makes
+    its small tables without pyarrow's Python conversion, which imports pandas when it is installed
+    (0.3 CPU-s a process), and reads the state without pyarrow.dataset, which imports it too."""
+    out = tmp_path / "ds"
+    argv = _ingest_with_importtime(out)
+    for counts in ({"ingested": 4}, {"unchanged": 4}):
+        done = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(done.stdout)["counts"] == counts
+        assert " pandas" not in done.stderr
+    assert (out / "tables" / "train_log.parquet").is_file()
 
 
 @pytest.mark.parametrize(

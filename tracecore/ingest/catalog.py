@@ -411,7 +411,12 @@ class CatalogDraft:
         assert self.con is not None
         try:
             generation, record = write_state(self.root, state)
+            # One transaction: each statement's own commit synced the draft's write-ahead log (27
+            # fdatasyncs an ingest), though only the CHECKPOINT and fsync below make it durable.
+            self.con.execute("BEGIN TRANSACTION")
             fill_catalog(self.con, state, self.root, record)
+            self.con.execute("COMMIT")
+            testpause.pause("filled")
             self.con.execute("CHECKPOINT")
         finally:
             self.con.close()
@@ -579,7 +584,7 @@ def _read_state(out: Path, record: str, path: Path) -> dict[str, pa.Table]:
                 f"{file}: changed since ingest wrote it; run `tracecore ingest --force` with every "
                 "run's captures to rebuild the dataset"
             )
-        tables[name] = pq.read_table(pa.BufferReader(data))
+        tables[name] = pq.ParquetFile(pa.BufferReader(data)).read()  # read_table: pyarrow.dataset, pandas
     return tables
 
 
@@ -630,8 +635,10 @@ def _with_read_version(files: pa.Table, version: int) -> pa.Table:
     schema version for each part (every part of it was read or upgraded as that version)."""
     import pyarrow as pa
 
+    from tracecore.arrow_rows import array
+
     i = files.schema.get_field_index("read_version")
-    filled = files.column(i).fill_null(pa.scalar(version, pa.int32()))
+    filled = files.column(i).fill_null(array([version], pa.int32())[0])  # pa.scalar imports pandas
     return files.set_column(i, files.schema.field(i), filled)
 
 

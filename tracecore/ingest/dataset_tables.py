@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from tracecore.arrow_rows import array, table_from_rows
 from tracecore.ingest.layout import FORMAT_VERSION as FORMAT_VERSION
 from tracecore.logs import _collectives, nccl
 from tracecore.schema import SCHEMA_VERSION
@@ -161,13 +162,15 @@ class State:
         base = BASE_SCHEMAS.get(name)
         if isinstance(new_rows, list):
             schema = base or (old.schema if old is not None else None)
-            new_rows = pa.Table.from_pylist(new_rows, schema=schema)
+            new_rows = (
+                table_from_rows(new_rows, schema) if schema is not None else pa.Table.from_pylist(new_rows)
+            )
         if old is None or old.num_rows == 0:
             self.tables[name] = new_rows
             return
         import pyarrow.compute as pc
 
-        keep = pc.invert(pc.is_in(old["run"], value_set=pa.array(sorted(runs), pa.string())))
+        keep = pc.invert(pc.is_in(old["run"], value_set=array(sorted(runs), pa.string())))
         kept = old.filter(keep)
         if new_rows.num_rows == 0:
             self.tables[name] = kept

@@ -158,25 +158,18 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _warm_up(runs: list[RunSource]) -> Iterator[None]:
-    """One-off start-up costs paid on a thread while the body works, joined on the way out:
-    numba's when the JIT kernels are used (nothing with the ahead-of-time ones) while the captures
-    are planned, instead of delaying the first read; then pyarrow's first conversion of Python
-    objects, which imports pandas when it is installed, during the reads instead of in the commit
-    (costs: bench/results/reader-notes.md)."""
+    """numba's one-off start-up when the JIT kernels are used (nothing with the ahead-of-time ones),
+    paid on a thread while the captures are planned instead of delaying the first read; joined on
+    the way out. Nothing imports pandas any more (tracecore.arrow_rows), so pyarrow's first
+    conversion of Python objects is no longer warmed here (costs: bench/results/reader-notes.md)."""
     if not any(run.captures for run in runs):
         yield
         return
-    import pyarrow as pa
-
     from tracecore.reader import compiled
 
     def run() -> None:
-        # Only a head start: the real first calls report errors. Each has its own suppress, so one
-        # that fails does not skip the other.
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # only a head start: the real first calls report errors
             compiled.warm_up()
-        with contextlib.suppress(Exception):
-            pa.array([0], pa.int8())
 
     thread = threading.Thread(target=run, name="warm-up", daemon=True)
     thread.start()
@@ -545,6 +538,7 @@ def _parse_logs(
     the worker whose capture shares the log's `worker-<i>` stem (NULL when none or several do)."""
     import pyarrow as pa
 
+    from tracecore.arrow_rows import array  # not pa.array: it imports pandas
     from tracecore.ingest.discover import worker_stem
     from tracecore.logs import detect_parser
 
@@ -582,11 +576,11 @@ def _parse_logs(
         for name, table in ((parser.table, parsed.table), *parsed.more.items()):
             if "worker" in table.column_names:
                 at = table.column_names.index("worker")
-                table = table.set_column(at, "worker", pa.array([worker] * table.num_rows, pa.string()))
+                table = table.set_column(at, "worker", array([worker] * table.num_rows, pa.string()))
             if relative is not None and "file" in table.column_names:  # the file's place in its run
                 at = table.column_names.index("file")
-                table = table.set_column(at, "file", pa.array([relative] * table.num_rows, pa.string()))
-            table = table.add_column(0, "run", pa.array([run.name] * table.num_rows, pa.string()))
+                table = table.set_column(at, "file", array([relative] * table.num_rows, pa.string()))
+            table = table.add_column(0, "run", array([run.name] * table.num_rows, pa.string()))
             if name in tables:
                 tables[name] += table.to_pylist()
             else:

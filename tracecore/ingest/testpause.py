@@ -9,6 +9,8 @@ tests/test_ingest_robust.py kills the ingest at each phase and checks what it le
 Phases, in the order an ingest reaches them:
 - `reading`: a capture has been read into `OUT/.staging/`; the dataset is untouched;
 - `placed`: the new part files are renamed into `packets/`; the old catalog is still the committed one;
+- `filled`: the new catalog's tables are in its temporary file's write-ahead log (one transaction,
+  synced once), not yet checkpointed into the file;
 - `draft`: the new catalog is complete and durable at its temporary name, not yet renamed;
 - `committed`: the new catalog is renamed into place (the commit point); `tables/` not yet exported;
 - `deleting`: the first of the files only the old catalog used is deleted, the others not yet.
@@ -24,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-PHASES = ("reading", "placed", "draft", "committed", "deleting")
+PHASES = ("reading", "placed", "filled", "draft", "committed", "deleting")
 QUERY_PHASES = ("query",)
 SLEEP_S = 300.0
 NAP_S = 0.05

@@ -124,8 +124,15 @@ def widen(batch: pa.RecordBatch) -> pa.RecordBatch:
         elif col.null_count:
             columns[i] = col.cast(pa.int64())
         else:
-            columns[i] = pa.array(_values(col, np.uint32).astype(np.int64), pa.int64())
+            columns[i] = _int64_array(_values(col, np.uint32).astype(np.int64))
     return pa.RecordBatch.from_arrays(columns, schema=DATASET_SCHEMA)
+
+
+def _int64_array(values: np.ndarray) -> pa.Array:
+    """An int64 array over a numpy array's buffer. Not `pa.array(values)`: its first call imports
+    pandas when it is installed, and a writer thread that meets the import the warm-up thread is
+    running waits for all of it while its reader fills the queue and stops too."""
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
 def split_dense(batch: pa.RecordBatch) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:

@@ -17,6 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from tracecore import arrow_rows
+
 _STR, _I32, _I64, _F64 = pa.string(), pa.int32(), pa.int64(), pa.float64()
 
 # Columns as the parsers return them (ingest adds `run` first). Times are UTC ns on the clock of the
@@ -247,7 +249,7 @@ class Columns:
         for f in self.schema:
             col = self._cols[f.name]
             if f.name not in self._limits:
-                arrays.append(pa.array(col, f.type))
+                arrays.append(arrow_rows.array(col, f.type))
                 continue
             arrays.append(int_array(col, self._nulls[f.name], self.rows).cast(f.type))
         return pa.Table.from_arrays(arrays, schema=self.schema)

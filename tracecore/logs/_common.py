@@ -158,7 +158,10 @@ class Rows:
     def _flush(self) -> None:
         import pyarrow as pa
 
-        self.batches.append(pa.RecordBatch.from_pydict(self.columns, schema=self.schema))
+        from tracecore.arrow_rows import array  # not from_pydict: pa.array imports pandas
+
+        arrays = [array(self.columns[f.name], f.type) for f in self.schema]
+        self.batches.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         for column in self.columns.values():
             column.clear()
 
