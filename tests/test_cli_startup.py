@@ -164,6 +164,24 @@ def test_console_script_never_imports_pandas_for_ingest(tmp_path: Path) -> None:
     assert (out / "tables" / "train_log.parquet").is_file()
 
 
+GPU_RUNS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus-gpu" / "gpu-nccl-profilers"
+
+
+def test_console_script_never_imports_pandas_for_a_gpu_run(tmp_path: Path) -> None:
+    """The same for runs with NCCL logs, PyTorch profiler traces and NCCL Inspector output: their
+    parsers made tables with pa.array and from_pylist (pandas imported on the commit thread)."""
+    if not GPU_RUNS.is_dir():
+        pytest.fail(f"corpus missing: {GPU_RUNS} (the shared/ folder must sit beside the checkout)")
+    out = tmp_path / "ds"
+    argv = [sys.executable, "-X", "importtime", str(TRACECORE), "ingest", str(GPU_RUNS), "--out", str(out)]
+    done = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert " pandas" not in done.stderr
+    for table, rows in (("nccl_ranks", 4), ("profiler_kernels", 1), ("collectives", 1)):
+        got = _console("sql", "--data", str(out), f"SELECT count(*) >= {rows} FROM {table}", "-f", "csv")
+        assert got.stdout.splitlines()[1] == "true", (table, got.stderr)
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tracecore.arrow_rows import table_from_rows
 from tracecore.ingest.dataset_tables import State
 from tracecore.ingest.layout import part_id
 from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, SCHEMA_VERSION, part_metadata
@@ -70,7 +71,7 @@ def upgrade_parts(out: Path, state: State) -> int:
         _record(row, path)
         done += 1
     if done or recorded:
-        state.tables["_files"] = pa.Table.from_pylist(rows, schema=state.tables["_files"].schema)
+        state.tables["_files"] = table_from_rows(rows, state.tables["_files"].schema)  # no pandas
     return done
 
 

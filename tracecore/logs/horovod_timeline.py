@@ -147,16 +147,18 @@ def _finish(table, schema, tensors: dict[int, str], anchor_us: int | None, befor
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from tracecore.arrow_rows import array  # not pa.array: it imports pandas
+
     known = [(pid, name) for pid, name in tensors.items() if pid in INT64]
-    ids = pa.array([pid for pid, _ in known], pa.int64())
-    names = pa.array([name for _, name in known], pa.string())
+    ids = array([pid for pid, _ in known], pa.int64())
+    names = array([name for _, name in known], pa.string())
     tensor = pc.take(names, pc.index_in(table["tensor_id"], value_set=ids))
     ts_ns = table["ts_ns"]
     if anchor_us is not None and before_anchor:
         early = table.slice(0, before_anchor).select(["ts_us", "ts_int"]).to_pylist()
         exact = [_ts_ns(anchor_us, r["ts_us"] if r["ts_int"] is None else r["ts_int"]) for r in early]
         rest = table["ts_ns"].slice(before_anchor).combine_chunks()
-        ts_ns = pa.concat_arrays([pa.array(exact, pa.int64()), rest])
+        ts_ns = pa.concat_arrays([array(exact, pa.int64()), rest])
     columns = {f.name: table[f.name] for f in schema if f.name not in ("tensor", "ts_ns")}
     columns |= {"tensor": tensor, "ts_ns": ts_ns}
     return pa.table([columns[f.name] for f in schema], schema=schema)

@@ -57,6 +57,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from tracecore.arrow_rows import table_from_rows  # not from_pylist: pa.array imports pandas
 from tracecore.logs import LogParser, ParsedLog
 from tracecore.logs._common import BadLines, bounded_lines, note_empty
 
@@ -567,12 +568,7 @@ def _tables(f: _File, bad: BadLines) -> ParsedLog:
                 "line": c.line,
             }
         )
-    tables = {
-        name: pa.Table.from_pylist(
-            [{k: row.get(k) for k in schema.names} for row in rows[name]], schema=schema
-        )
-        for name, schema in TABLES.items()
-    }
+    tables = {name: table_from_rows(rows[name], schema) for name, schema in TABLES.items()}
     primary = tables.pop(PRIMARY)
     warnings = []
     if f.first_unknown:  # escaped: the text is the log's, and goes to a terminal

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from tracecore.arrow_rows import array as arrow_array  # not pa.array: it imports pandas
 from tracecore.logs import LogParser, ParsedLog
 from tracecore.logs._chrome import TraceRecords, int_or_none, us_to_ns
 from tracecore.logs._collectives import DTYPE_BYTES, TABLES, Columns, dtype_name, int_array, op_name
@@ -334,17 +335,16 @@ def _kernels(trace: _Trace, file: str, rank: int | None, base: int | None) -> pa
     def ints(key: str) -> pa.Array:
         return int_array(k[key] if n else array("q"), [], n)
 
+    kinds = arrow_array(list(_KINDS), pa.string())
     return pa.table(
         {
             "worker": pa.nulls(n, pa.string()),
-            "file": pa.array([file] * n, pa.string()),
-            "pid": pa.array([trace.pid] * n, pa.int64()),
-            "rank": pa.array([rank] * n, pa.int32()),
+            "file": arrow_array([file] * n, pa.string()),
+            "pid": arrow_array([trace.pid] * n, pa.int64()),
+            "rank": arrow_array([rank] * n, pa.int32()),
             "device": ints("device").cast(pa.int32(), safe=False),
             "stream": ints("stream"),
-            "kind": pa.DictionaryArray.from_arrays(ints("kind").cast(pa.int32()), pa.array(_KINDS)).cast(
-                pa.string()
-            ),
+            "kind": pa.DictionaryArray.from_arrays(ints("kind").cast(pa.int32()), kinds).cast(pa.string()),
             "start_ns": ints("start"),
             "end_ns": ints("end"),
         },
