@@ -11,9 +11,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-import typer
-
-from tracecore.cli.destination import sink
+from tracecore.cli.destination import sink, tell_written
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,5 +50,4 @@ def emit_csv_lines(
             rows += len(lines)
             if limit is not None and rows >= limit:
                 break
-    if out is not None:
-        typer.echo(f"wrote {rows} rows to {out}", err=True)
+    tell_written(rows, out)

@@ -66,6 +66,14 @@ def writing(out: Path | None) -> Iterator[None]:
         raise OutputError(f"cannot write {where}: {err.strerror or err}") from None
 
 
+def tell_written(rows: int, out: Path | None) -> None:
+    """On standard error, how many rows a result written to the file `out` holds (nothing for stdout)."""
+    if out is not None:
+        import typer
+
+        typer.echo(f"wrote {rows} rows to {out}", err=True)
+
+
 def save_chart(chart: alt.TopLevelMixin, path: Path, scale: float | None = None) -> Path:
     """`render.save`, with a file that cannot be written as one line (see `sink`)."""
     from tracecore.figures.render import save

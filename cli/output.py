@@ -15,7 +15,7 @@ import typer
 
 from tracecore.cli.checks import check_destination, check_file
 from tracecore.cli.csv_out import write_csv
-from tracecore.cli.destination import save_chart, sink, writing
+from tracecore.cli.destination import save_chart, sink, tell_written, writing
 from tracecore.cli.fit import terminal_width
 from tracecore.cli.table import render, render_rows
 from tracecore.errors import UsageError
@@ -42,16 +42,14 @@ def emit(table: pa.Table, fmt: Format, out: Path | None, limit: int | None = Non
             text.write(render(table, limit if limit is not None else TABLE_ROWS, terminal_width(out)))
     else:
         write_batches(table.schema, table.to_batches(), fmt, out)
-    if out is not None:
-        typer.echo(f"wrote {table.num_rows} rows to {out}", err=True)
+    tell_written(table.num_rows, out)
 
 
 def emit_rows(rows: Rows, out: Path | None) -> None:
     """`emit` of a small result already fetched as rows (`tracecore sql`): the same table, no Arrow."""
     with sink(out) as text:
         text.write(render_rows(rows.names, rows.numeric, rows.rows, rows.total, None, terminal_width(out)))
-    if out is not None:
-        typer.echo(f"wrote {rows.total} rows to {out}", err=True)
+    tell_written(rows.total, out)
 
 
 def emit_model(result: ModelResult, fmt: Format, out: Path | None, figure: Path | None) -> None:

@@ -62,13 +62,12 @@ def _plain(values: Sequence[Any], typ: pa.DataType) -> pa.Array | None:
         items = _plain([x for v in values if v is not None for x in v], typ.value_type)
         if items is None:
             return None
-        offsets = np.zeros(len(values) + 1, np.int64)
-        np.cumsum([0 if v is None else len(v) for v in values], out=offsets[1:])
-        if offsets[-1] > _OFFSET_LIMIT:
+        offsets = _offsets([0 if v is None else len(v) for v in values])
+        if offsets is None:
             return None
         valid = _validity(values)
         return pa.Array.from_buffers(
-            typ, len(values), [valid, pa.py_buffer(offsets.astype(np.int32))], children=[items],
+            typ, len(values), [valid, offsets], children=[items],
             null_count=0 if valid is None else sum(v is None for v in values),
         )  # fmt: skip
     return None
@@ -86,12 +85,25 @@ def _strings(values: list) -> pa.Array | None:
         encoded = [b"" if v is None else v.encode("utf-8") for v in values]
     except UnicodeEncodeError:  # pa.array's own error, raised by it
         return None
-    offsets = np.zeros(len(values) + 1, np.int64)
-    np.cumsum([len(b) for b in encoded], out=offsets[1:])
-    if offsets[-1] > _OFFSET_LIMIT:
+    offsets = _offsets([len(b) for b in encoded])
+    if offsets is None:
         return None
-    data = pa.py_buffer(b"".join(encoded))
-    return _with_validity(pa.string(), values, pa.py_buffer(offsets.astype(np.int32)), data)
+    return _with_validity(pa.string(), values, offsets, pa.py_buffer(b"".join(encoded)))
+
+
+def string_array(encoded: list[bytes]) -> pa.Array:
+    """A string array of UTF-8 bytes values, none null (the reader's address dictionaries)."""
+    offsets = _offsets([len(b) for b in encoded])
+    if offsets is None:
+        return pa.array(encoded, pa.string())
+    return pa.Array.from_buffers(pa.string(), len(encoded), [None, offsets, pa.py_buffer(b"".join(encoded))])
+
+
+def _offsets(lengths: list[int]) -> pa.Buffer | None:
+    """The int32 offsets of values of these lengths; None past what int32 offsets hold."""
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return None if offsets[-1] > _OFFSET_LIMIT else pa.py_buffer(offsets.astype(np.int32))
 
 
 def _with_validity(typ: pa.DataType, values: list, *buffers: pa.Buffer) -> pa.Array:

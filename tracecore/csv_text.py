@@ -13,8 +13,8 @@ left to Arrow.
 
 from __future__ import annotations
 
-_INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
-CSV_TYPES = frozenset({"VARCHAR", "BOOLEAN", "DOUBLE", *_INTEGERS})  # DuckDB type names lines() covers
+INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
+CSV_TYPES = frozenset({"VARCHAR", "BOOLEAN", "DOUBLE", *INTEGER_TYPES})  # DuckDB type names lines() covers
 
 
 def _text(column: str, type_: str) -> str:

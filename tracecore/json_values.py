@@ -89,12 +89,14 @@ def csv_ready(batch: pa.RecordBatch, plain: pa.Schema) -> pa.Table:
     """`batch` cast to `plain` (csv_schema of its schema), each nested value written as JSON text."""
     import pyarrow as pa
 
+    from tracecore.arrow_rows import array  # not pa.array: it imports pandas
+
     table = pa.Table.from_batches([batch])
     for i, field in enumerate(batch.schema):
         if _as_text(field.type):
             text = interval_text if pa.types.is_interval(field.type) else _json_text
             values = [None if v is None else text(v) for v in table.column(i).to_pylist()]
-            table = table.set_column(i, field.name, pa.array(values, pa.string()))
+            table = table.set_column(i, field.name, array(values, pa.string()))
     # already plain (no dictionary column): as it is; a cast, even to its own types, imports
     # pyarrow.compute (60 ms of a `tracecore query --format csv`, bench/results/cli-startup.md)
     return table if table.schema.equals(plain) else table.cast(plain)

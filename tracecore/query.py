@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from tracecore import views
+from tracecore.csv_text import INTEGER_TYPES
 from tracecore.errors import DatasetError, UsageError
 from tracecore.views import ViewParam, view_params
 
@@ -146,10 +147,17 @@ def run_view(
     params: dict[str, Any] | None = None,
 ) -> pa.Table:
     """Run one named view with parameters; unknown names, runs or parameters raise UsageError."""
+    return run_sql(con, *checked_call(con, name, runs, params))
+
+
+def checked_call(
+    con: duckdb.DuckDBPyConnection, name: str, runs: list[str] | None, params: dict[str, Any] | None
+) -> tuple[str, dict[str, Any]]:
+    """`build_call` for view `name` after its name, runs and grid size are checked (UsageError)."""
     views.view_sql(name)  # unknown names: a message listing the views
     sql, values = build_call(name, check_runs(con, runs), params or {})
     check_size(con, name, values)
-    return run_sql(con, sql, values)
+    return sql, values
 
 
 MAX_NS = 2**63 - 1
@@ -449,9 +457,7 @@ def query_dataset_csv(
     is called and nothing half-written is left; the table keeps the view's order."""
 
     def work(con: duckdb.DuckDBPyConnection) -> pa.Table | None:
-        views.view_sql(name)  # unknown names: a message listing the views
-        sql, values = build_call(name, check_runs(con, runs), params or {})
-        check_size(con, name, values)
+        sql, values = checked_call(con, name, runs, params)
         names = _csv_lines(con, sql, values)
         if names is None:
             return run_sql(con, sql, values)
@@ -575,9 +581,8 @@ def sql_dataset(data_dir: Path, sql: str, *, unsafe: bool = False) -> pa.Table:
 
 # DuckDB types whose Python values (`fetchall`) are the ones Arrow's `to_pylist` gives for the same
 # column (tests/test_cli_startup.py compares the printed tables), and which of them are numbers
-_INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
 PLAIN_TYPES = {"BOOLEAN": False, "VARCHAR": False, "FLOAT": True, "DOUBLE": True} | dict.fromkeys(
-    _INTEGERS, True
+    INTEGER_TYPES, True
 )
 
 

@@ -15,6 +15,7 @@ import sys
 import numpy as np
 import pyarrow as pa
 
+from tracecore.arrow_rows import string_array  # not pa.array: it imports pandas
 from tracecore.reader import abi
 from tracecore.reader.abi import (
     INNER_DST_PORT,
@@ -46,18 +47,8 @@ TUNNEL_FIELDS = [
 ]
 
 
-def _string_array(values: list[bytes]) -> pa.Array:
-    """A string array from buffers, not pa.array(list): that imports pandas on first use (0.25 s,
-    holding the GIL)."""
-    offsets = np.zeros(len(values) + 1, dtype=np.int32)
-    np.cumsum([len(b) for b in values], out=offsets[1:])
-    return pa.Array.from_buffers(
-        pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))]
-    )
-
-
-TUNNEL_DICTIONARY = _string_array([name.encode() for name in abi.TUNNEL_NAMES])
-NO_STRINGS = _string_array([])
+TUNNEL_DICTIONARY = string_array([name.encode() for name in abi.TUNNEL_NAMES])
+NO_STRINGS = string_array([])
 
 CHUNK_ROWS = 2048  # rows parsed before their addresses are interned (kernel._intern_rows)
 
@@ -173,7 +164,7 @@ class Columns:
         if address_rows is not None:
             table.add_rows(texts, address_rows)
         table.reset(st)
-        dictionary = _string_array([t.encode() for t in texts])
+        dictionary = string_array([t.encode() for t in texts])
         valid = self.c8[VALID, :n]
         present = self.layers = int(st[abi.LAYERS])  # which RoCE/tunnel bits the batch has: no scan
         st[abi.LAYERS] = 0
