@@ -28,7 +28,8 @@ HIDDEN = 1000  # 1024·1000 + 1000 + 1000·1000 + 1000 + 1000·10 + 10 parameter
 
 WORKER = textwrap.dedent(
     """
-    import json, os, sys, time
+    import faulthandler, json, os, sys, time
+    faulthandler.enable()
     import torch, torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -64,6 +65,11 @@ WORKER = textwrap.dedent(
         log.close()
     dist.barrier()
     dist.destroy_process_group()
+    # DDP's reducer still holds the gloo process group; without os._exit its threads are torn down in
+    # the interpreter's finalization, which aborted rank 1 once in CI ("terminate called without an
+    # active exception", exit -6) after every output was written. runners/ddp_worker.py leaves the same way.
+    sys.stdout.flush()
+    os._exit(0)
     """
 )
 
