@@ -490,16 +490,17 @@ NEEDED = {
     # view: packet columns it may read (worker is read by ingest's de-duplication filter on packets)
     "flow_matrix": {"run", "worker", "src_ip", "dst_ip", "frame_len"},
     "bytes_sent": {"run", "worker", "src_ip", "dst_ip", "frame_len"},
-    "link_util": {"run", "worker", "src_ip", "dst_ip", "frame_len", "ts_ns"},
-    "link_total": {"run", "worker", "src_ip", "frame_len", "ts_ns"},
+    # in a window or below a millisecond the link views read packets, else the stored bins (below)
+    "link_util(from_ns := 0)": {"run", "worker", "src_ip", "dst_ip", "frame_len", "ts_ns"},
+    "link_total(bin_ns := 100000)": {"run", "worker", "src_ip", "frame_len", "ts_ns"},
     "congestion": {"run", "worker", "src_ip", "dst_ip", "frame_len", "ts_ns", "ecn", "rdma_opcode"},
     "run_bounds": {"run", "worker", "src_ip", "ts_ns"},
 }
 
 
-@pytest.mark.parametrize("name", sorted(NEEDED))
-def test_views_read_only_the_columns_they_need(con, name) -> None:
-    plan = json.loads(con.sql(f"EXPLAIN (FORMAT json) SELECT * FROM {name}").fetchall()[0][1])
+def parquet_scans(con, sql: str) -> list[list[str]]:
+    """The columns each Parquet scan in the plan of `sql` reads."""
+    plan = json.loads(con.sql(f"EXPLAIN (FORMAT json) {sql}").fetchall()[0][1])
     scans: list[list[str]] = []
 
     def walk(node) -> None:
@@ -514,10 +515,22 @@ def test_views_read_only_the_columns_they_need(con, name) -> None:
             walk(node.get("children", []))
 
     walk(plan)
-    assert scans, plan
+    return scans
+
+
+@pytest.mark.parametrize("name", sorted(NEEDED))
+def test_views_read_only_the_columns_they_need(con, name) -> None:
+    scans = parquet_scans(con, f"SELECT * FROM {name}")
+    assert scans
     read = {column for scan in scans for column in scan}
     assert "ts_ns" in read or name in ("flow_matrix", "bytes_sent")
     assert read <= NEEDED[name], read - NEEDED[name]
+
+
+@pytest.mark.parametrize("sql", ["link_util", "link_total", "link_util(bin_ns := 1000000)", "link_steady", "contention"])
+def test_link_views_in_whole_milliseconds_read_no_part_file(con, sql) -> None:
+    """Without a window, a width of whole milliseconds sums the bins ingest stored (`link_bins`)."""
+    assert parquet_scans(con, f"SELECT * FROM {sql}") == []
 
 
 @pytest.mark.parametrize("run", RUNS)

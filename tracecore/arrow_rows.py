@@ -117,3 +117,18 @@ def _validity(values: list) -> pa.Buffer | None:
     if all(v is not None for v in values):
         return None
     return pa.py_buffer(np.packbits(np.array([v is not None for v in values], np.bool_), bitorder="little"))
+
+
+def numpy_values(arr: pa.Array, dtype: type) -> np.ndarray:
+    """The values buffer of a primitive array as numpy, without a copy (nulls not masked). Not
+    `to_numpy()`: its first call imports pandas (0.2 s, holding the GIL, on every capture thread)."""
+    size = np.dtype(dtype).itemsize
+    return np.frombuffer(arr.buffers()[1], dtype, count=len(arr), offset=arr.offset * size)
+
+
+def int64_array(values: np.ndarray) -> pa.Array:
+    """An int64 array over a numpy array's buffer. Not `pa.array(values)`: its first call imports
+    pandas when it is installed, and a writer thread that meets the import the warm-up thread is
+    running waits for all of it while its reader fills the queue and stops too."""
+    values = np.ascontiguousarray(values, np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])

@@ -270,6 +270,15 @@ def packets_all_sql(
 
 def packets_sql(workers: list[dict]) -> str:
     """The de-duplicated view (see DEDUP_RULE), with literal per-worker conditions for pruning."""
+    body = "SELECT * FROM packets_all"
+    conds = _duplicate_rows(workers)
+    if conds:
+        body += "\nWHERE NOT (\n" + "\n    OR ".join(conds) + "\n)"
+    return DEDUP_RULE + "\nCREATE OR REPLACE VIEW packets AS\n" + body
+
+
+def _duplicate_rows(workers: list[dict]) -> list[str]:
+    """One SQL condition on (run, worker, src_ip) per worker whose capture holds rows DEDUP_RULE hides."""
     by_run: dict[str, list[dict]] = {}
     for w in workers:
         by_run.setdefault(w["run"], []).append(w)
@@ -281,13 +290,38 @@ def packets_sql(workers: list[dict]) -> str:
             if not w["dup_rows"] or not others:
                 continue
             conds.append(
-                f"    (run = {_lit(run)} AND worker = {_lit(w['worker'])} AND src_ip IS NOT NULL"
+                f"(run = {_lit(run)} AND worker = {_lit(w['worker'])} AND src_ip IS NOT NULL"
                 f" AND src_ip IN ({', '.join(map(_lit, others))}))"
             )
-    body = "SELECT * FROM packets_all"
-    if conds:
-        body += "\nWHERE NOT (\n" + "\n    OR ".join(c.strip() for c in conds) + "\n)"
-    return DEDUP_RULE + "\nCREATE OR REPLACE VIEW packets AS\n" + body
+    return conds
+
+
+# `link_bins` where the stored bins do not cover every capture (a dataset ingested before they were
+# kept, until its next ingest adds them): the same rows, summed from `packets` when queried.
+LINK_BINS_FROM_PACKETS = """\
+CREATE OR REPLACE VIEW link_bins AS
+SELECT run, worker, src_ip, dst_ip, ts_ns // 1000000 AS ms,
+       sum(frame_len)::BIGINT AS bytes, min(ts_ns) AS first_ns
+FROM packets
+GROUP BY run, worker, src_ip, dst_ip, ms"""
+
+
+def link_bins_sql(con: duckdb.DuckDBPyConnection, workers: list[dict]) -> str:
+    """The `link_bins` view: bytes per run, worker, address pair and millisecond of `packets` (its
+    de-duplication applied), from the bins ingest stored (`_link_bins`) when they cover every part file."""
+    (uncovered,) = con.execute(
+        "SELECT count(*) FROM (SELECT DISTINCT run, file FROM _files WHERE rows > 0) AS f"
+        " WHERE NOT EXISTS (SELECT 1 FROM _link_bins AS b WHERE b.run = f.run AND b.file = f.file)"
+    ).fetchone()
+    if uncovered:
+        return LINK_BINS_FROM_PACKETS
+    conds = _duplicate_rows(workers)
+    hidden = ("\nWHERE NOT (\n" + "\n    OR ".join(conds) + "\n)") if conds else ""
+    return (
+        "CREATE OR REPLACE VIEW link_bins AS\n"
+        "SELECT * FROM (SELECT b.run, c.worker, b.src_ip, b.dst_ip, b.ms, b.bytes, b.first_ns\n"
+        "FROM _link_bins AS b JOIN captures AS c ON c.run = b.run AND c.file = b.file)" + hidden
+    )
 
 
 def write_catalog(con: duckdb.DuckDBPyConnection, state: State, root: Path) -> list[str]:
@@ -314,6 +348,7 @@ def install_views(con: duckdb.DuckDBPyConnection) -> list[str]:
         con.unregister("_incoming")
     con.execute("CREATE OR REPLACE VIEW packets_all AS " + packets_all_sql(Path("/"), []))
     con.execute("CREATE OR REPLACE VIEW packets AS SELECT * FROM packets_all")
+    con.execute(LINK_BINS_FROM_PACKETS)
     try:
         views.install(con)
     except UsageError as err:
@@ -359,7 +394,9 @@ def fill_catalog(
         "CREATE OR REPLACE VIEW packets_all AS "
         + packets_all_sql(root, files, runs, state.schema_version, dense)
     )
-    con.execute(packets_sql(state.rows("workers")))
+    workers = state.rows("workers")
+    con.execute(packets_sql(workers))
+    con.execute(link_bins_sql(con, workers))
 
 
 class CatalogDraft:

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from tracecore.arrow_rows import array, table_from_rows
 from tracecore.ingest.layout import FORMAT_VERSION as FORMAT_VERSION
+from tracecore.ingest.link_bins import TABLE_SCHEMA
 from tracecore.logs import _collectives, nccl
 from tracecore.schema import SCHEMA_VERSION
 
@@ -112,6 +113,10 @@ FILES = pa.schema(
     ]
 )
 
+# Bytes per address pair and millisecond of each capture (ingest/link_bins.py): ingest's own, never
+# exported; the catalog's `link_bins` view gives them with the packets' de-duplication applied.
+LINK_BINS = TABLE_SCHEMA
+
 # NCCL's own account of a run (tracecore/logs/nccl.py owns the columns): base tables, not extra
 # ones, because views read them (queries/nccl_*.sql) and a view needs its tables in every catalog.
 NCCL_SCHEMAS: dict[str, pa.Schema] = {
@@ -132,11 +137,12 @@ BASE_SCHEMAS: dict[str, pa.Schema] = {
     "train_log": TRAIN_LOG,
     "_files": FILES,
     "host_clocks": HOST_CLOCKS,
+    "_link_bins": LINK_BINS,
     **NCCL_SCHEMAS,
     **COLLECTIVE_SCHEMAS,
 }
 # Tables a dataset written before they existed lacks: read as empty, never as a damaged record.
-LATER_TABLES = frozenset(NCCL_SCHEMAS) | frozenset(COLLECTIVE_SCHEMAS) | {"host_clocks"}
+LATER_TABLES = frozenset(NCCL_SCHEMAS) | frozenset(COLLECTIVE_SCHEMAS) | {"host_clocks", "_link_bins"}
 EXPORTED = ("runs", "workers", "captures", "train_log", "host_clocks", *NCCL_SCHEMAS, *COLLECTIVE_SCHEMAS)
 
 

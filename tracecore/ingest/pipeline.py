@@ -28,7 +28,7 @@ from tracecore.errors import (
     NoInputError,
     TracecoreError,
 )
-from tracecore.ingest import executor, interrupt, layout, testpause
+from tracecore.ingest import executor, interrupt, layout, link_bins, testpause
 from tracecore.ingest.control import IngestControl
 from tracecore.ingest.discover import CaptureFile, RunSource, discover
 from tracecore.ingest.fileid import file_id
@@ -107,6 +107,7 @@ def ingest(
             if state.schema_version < SCHEMA_VERSION:
                 upgrade_parts(out, state)
                 state.schema_version = SCHEMA_VERSION  # what the commit records
+            link_bins.add_missing(out, state)
             stage.mkdir(parents=True)
         except OSError as err:
             raise DatasetError(f"{out}: cannot prepare the dataset directory: {err.strerror or err}") from err
@@ -390,14 +391,17 @@ def _commit(
         "host_clocks": [],
     }
     extra: dict[str, list] = {}
+    run_bins: list = []  # each touched run's `_link_bins` rows
     moves: list[tuple[Path, str, bool]] = []  # (source, destination rel, hard link?)
     now = time.time_ns()
     for plan in plans:
         run = plan.source
         caps = list(plan.kept)
         staged: dict[str, list[tuple[str, int, bool]]] = {}
+        new_bins = {}
         for cap, row in plan.new:
             res = results[row.pop("_task")]
+            new_bins[cap.file] = res.link_bins
             row.update(
                 status=res.status,
                 packets=res.packets,
@@ -474,6 +478,7 @@ def _commit(
                     }
                 )
         new_tables["captures"] += caps
+        run_bins.append(link_bins.of_run(state.tables["_link_bins"], run.name, caps, new_bins))
         for w in workers.values():
             new_tables["workers"].append(
                 {
@@ -501,7 +506,8 @@ def _commit(
         _parse_logs(run, new_tables, extra, summary, {w.key: w.label for w in workers.values()})
     for name, rows in new_tables.items():
         state.replace_runs(name, touched, rows)
-    for name in set(extra) | (set(state.tables) - set(new_tables)):
+    state.replace_runs("_link_bins", touched, link_bins.concat(run_bins))
+    for name in set(extra) | (set(state.tables) - set(new_tables) - {"_link_bins"}):
         # other parsers' tables: a touched run's rows are replaced (or dropped when its log is gone)
         state.replace_runs(name, touched, _concat(extra[name]) if name in extra else [])
     # Files this commit stops naming stay one commit longer, for readers still planning on the old

@@ -29,8 +29,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracecore.arrow_rows import int64_array, numpy_values
 from tracecore.errors import CaptureError
 from tracecore.ingest.layout import fsync
+from tracecore.ingest.link_bins import LinkBins
 from tracecore.reader import CaptureReader
 from tracecore.reader.batch import null_columns, zero_buffer
 from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, PACKET_SCHEMA
@@ -87,6 +89,7 @@ class CaptureResult:
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    link_bins: pa.Table | None = None  # bytes per address pair and millisecond (link_bins.BINS_SCHEMA)
 
     @property
     def status(self) -> str:
@@ -124,15 +127,8 @@ def widen(batch: pa.RecordBatch) -> pa.RecordBatch:
         elif col.null_count:
             columns[i] = col.cast(pa.int64())
         else:
-            columns[i] = _int64_array(_values(col, np.uint32).astype(np.int64))
+            columns[i] = int64_array(numpy_values(col, np.uint32).astype(np.int64))
     return pa.RecordBatch.from_arrays(columns, schema=DATASET_SCHEMA)
-
-
-def _int64_array(values: np.ndarray) -> pa.Array:
-    """An int64 array over a numpy array's buffer. Not `pa.array(values)`: its first call imports
-    pandas when it is installed, and a writer thread that meets the import the warm-up thread is
-    running waits for all of it while its reader fills the queue and stops too."""
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
 def split_dense(batch: pa.RecordBatch) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
@@ -183,16 +179,9 @@ def _all_null(typ: pa.DataType, n: int) -> pa.Array:
     )
 
 
-def _values(arr: pa.Array, dtype: type) -> np.ndarray:
-    """The values buffer of a primitive array as numpy, without a copy (nulls not masked). Not
-    `to_numpy()`: its first call imports pandas (0.2 s, holding the GIL, on every capture thread)."""
-    size = np.dtype(dtype).itemsize
-    return np.frombuffer(arr.buffers()[1], dtype, count=len(arr), offset=arr.offset * size)
-
-
 def _total(arr: pa.Array) -> int:
     """Sum of a uint32 column without nulls (numpy: pyarrow.compute costs 50 ms to import)."""
-    return int(_values(arr, np.uint32).sum(dtype=np.int64))
+    return int(numpy_values(arr, np.uint32).sum(dtype=np.int64))
 
 
 class PartSink:
@@ -329,7 +318,7 @@ class TimeOrder:
             self.pending = batch
             return
         merged = _concat(self.pending, batch)
-        merged = _take(merged, np.argsort(_values(merged.column(0), np.int64), kind="stable"))
+        merged = _take(merged, np.argsort(numpy_values(merged.column(0), np.int64), kind="stable"))
         k = self.pending.num_rows
         self._emit(merged.slice(0, k))
         self.pending = merged.slice(k)
@@ -355,6 +344,7 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
     sink = PartSink(Path(task.stage_dir), task.index, task.metadata)
     reader = CaptureReader(task.src, task.batch_rows, sort_batches=True, count_addresses=True)
     order = TimeOrder(sink)
+    bins = LinkBins()
     try:
         for batch in reader.batches():
             if channel.cancelled():
@@ -363,7 +353,8 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
             n = batch.num_rows
             if n == 0:
                 continue
-            ts = _values(batch.column(0), np.int64)
+            ts = numpy_values(batch.column(0), np.int64)
+            bins.add(batch)
             order.add(batch)
             res.packets += n
             res.bytes += _total(batch.column(1))
@@ -380,6 +371,7 @@ def ingest_capture(task: CaptureTask, channel: TaskChannel) -> CaptureResult:
         res.parts = sink.close()
         for path, _, _ in res.parts:
             fsync(path)
+        res.link_bins = bins.table()
     except OSError as err:  # disk full, staging removed: nothing of this capture is kept
         res.error, res.parts, res.packets, res.bytes = str(err), [], 0, 0
     res.warnings = list(reader.warnings)

@@ -19,6 +19,7 @@ class Kernels:
     pcap_records: Callable
     pcapng_blocks: Callable
     reset_table: Callable
+    bin_bytes: Callable  # ingest's bytes per (address pair, millisecond): ingest/link_bins.py
     source: str  # "aot" or "jit"
 
 
@@ -30,10 +31,11 @@ def kernels() -> Kernels:
 
         module = aot.current_module()
         if module is not None:
-            return Kernels(module.pcap_records, module.pcapng_blocks, module.reset_table, "aot")
+            m = module
+            return Kernels(m.pcap_records, m.pcapng_blocks, m.reset_table, m.bin_bytes, "aot")
     from tracecore.reader import kernel
 
-    return Kernels(kernel.pcap_records, kernel.pcapng_blocks, kernel.reset_table, "jit")
+    return Kernels(kernel.pcap_records, kernel.pcapng_blocks, kernel.reset_table, kernel.bin_bytes, "jit")
 
 
 def warm_up() -> str:

@@ -1182,3 +1182,26 @@ def warm_up() -> None:
     tab = np.zeros((2, 3), dtype=np.uint64)
     u_key, u_kind, u_rows = np.zeros((1, 2), np.uint64), np.zeros(1, np.uint8), np.zeros((1, 2), np.int64)
     reset_table(tab, u_key, u_kind, u_rows, np.zeros(NSTATE, np.int64))
+
+
+@njit(nogil=True, cache=True, _nrt=False)
+def bin_bytes(ts, flen, src, dst, sbits, soff, dbits, doff, sids, dids, width, lo, span, total, count, first):
+    """Add each packet's frame_len to its (source, destination, millisecond) slot of `total`, count it
+    and keep the slot's earliest timestamp (ingest/link_bins.py: slot = (s·width + d)·span + ms − lo).
+
+    `src`/`dst` are a batch's dictionary indices, valid where their bitmaps (from bit `soff`/`doff`)
+    say; `sids`/`dids` map index + 1 to an address id (0: no address). Milliseconds are ts_ns // 10^6
+    truncated toward zero, as DuckDB divides."""
+    for i in range(ts.shape[0]):
+        t = ts[i]
+        ms = t // 1000000
+        if t < 0 and ms * 1000000 != t:
+            ms += 1
+        j, m = soff + i, doff + i
+        s = sids[src[i] + 1] if (sbits[j >> 3] >> (j & 7)) & 1 else 0
+        d = dids[dst[i] + 1] if (dbits[m >> 3] >> (m & 7)) & 1 else 0
+        k = (s * width + d) * span + ms - lo
+        total[k] += flen[i]
+        count[k] += 1
+        if t < first[k]:
+            first[k] = t

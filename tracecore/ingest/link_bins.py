@@ -1,0 +1,238 @@
+"""Bytes per millisecond per address pair, summed while a capture is read (the `_link_bins` table).
+
+Why: the link views (`link_util`, `link_total` and what builds on them) sum packet bytes per time bin
+and address pair; at 100 M packets that scan and grouping is most of their time, while a training
+run's packets fall in ~100x fewer (pair, millisecond) bins. So ingest keeps those sums, and
+`queries/link_series.sql` reads them whenever the bin width is whole milliseconds and no window is
+asked for (the catalog's `link_bins` view applies the packets' de-duplication to them).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from tracecore.arrow_rows import array, int64_array, numpy_values, string_array
+from tracecore.schema import PACKET_SCHEMA
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from pathlib import Path
+
+    from tracecore.ingest.dataset_tables import State
+
+BIN_NS = 1_000_000
+BINS_SCHEMA = pa.schema(
+    [
+        ("src_ip", pa.string()),
+        ("dst_ip", pa.string()),
+        ("ms", pa.int64()),  # ts_ns // BIN_NS, truncated toward zero as DuckDB's `//`
+        ("bytes", pa.int64()),  # sum of frame_len
+        ("first_ns", pa.int64()),  # the bin's earliest ts_ns
+    ]
+)
+TABLE_SCHEMA = pa.schema([("run", pa.string()), ("file", pa.string()), *BINS_SCHEMA])  # `_link_bins`
+_TS, _LEN = PACKET_SCHEMA.get_field_index("ts_ns"), PACKET_SCHEMA.get_field_index("frame_len")
+_SRC, _DST = PACKET_SCHEMA.get_field_index("src_ip"), PACKET_SCHEMA.get_field_index("dst_ip")
+# A batch is summed into an array of one slot per (pair, ms) of its span when that array has at most
+# max(_DIRECT_MIN, _DIRECT_PER_ROW · rows) slots (24 bytes each), else grouped by sorting (slower).
+_DIRECT_MIN, _DIRECT_PER_ROW = 1 << 16, 2
+
+
+class LinkBins:
+    """The bins of one capture, added batch by batch; memory grows with its bins, not its packets."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}  # address text → id; id 0 is "no address" (non-IP frames)
+        self._chunks: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Count a reader batch (PACKET_SCHEMA)."""
+        n = batch.num_rows
+        if n == 0:
+            return
+        ts = numpy_values(batch.column(_TS), np.int64)
+        src, dst = batch.column(_SRC), batch.column(_DST)
+        sids, dids = self._address_ids(src), self._address_ids(dst)
+        lo, hi = int(_bin(ts.min())), int(_bin(ts.max()))
+        width, span = len(self._ids) + 1, hi - lo + 1
+        if width * width * span > max(_DIRECT_MIN, _DIRECT_PER_ROW * n):  # many addresses or a long span
+            self._chunks.append(_sorted_bins(batch, ts, sids, dids))
+            return
+        from tracecore.reader.compiled import kernels
+
+        size = width * width * span
+        total, count = np.zeros(size, np.int64), np.zeros(size, np.int64)
+        first = np.full(size, np.iinfo(np.int64).max)
+        kernels().bin_bytes(
+            ts,
+            numpy_values(batch.column(_LEN), np.uint32),
+            numpy_values(src.indices, np.int32),
+            numpy_values(dst.indices, np.int32),
+            *_bits(src),
+            *_bits(dst),
+            sids,
+            dids,
+            width,
+            lo,
+            span,
+            total,
+            count,
+            first,
+        )
+        slots = np.flatnonzero(count)
+        pair, offset = np.divmod(slots, span)
+        s, d = np.divmod(pair, width)
+        self._chunks.append((s, d, offset + lo, total[slots], first[slots]))
+
+    def table(self) -> pa.Table:
+        """Every bin once (BINS_SCHEMA), sorted by source, destination and time."""
+        if not self._chunks:
+            return pa.Table.from_batches([], schema=BINS_SCHEMA)
+        s, d, ms, nbytes, first = (np.concatenate(c) for c in zip(*self._chunks, strict=True))
+        s, d, ms, nbytes, first = _grouped(s, d, ms, nbytes, first)
+        texts = string_array([t.encode() for t in self._ids])
+        return pa.Table.from_arrays(
+            [_addresses(s, texts), _addresses(d, texts), *(int64_array(a) for a in (ms, nbytes, first))],
+            schema=BINS_SCHEMA,
+        )
+
+    def _address_ids(self, column: pa.Array) -> np.ndarray:
+        """The address id of each entry of a batch's dictionary, after a 0 (the id of no address)."""
+        ids = self._ids
+        return np.array(
+            [0, *(ids.setdefault(t, len(ids) + 1) for t in column.dictionary.to_pylist())], np.int32
+        )
+
+
+def _grouped(s: np.ndarray, d: np.ndarray, ms: np.ndarray, nbytes: np.ndarray, first: np.ndarray) -> tuple:
+    """Rows with equal (s, d, ms) summed (bytes) and folded (earliest first_ns), sorted by them."""
+    order = np.lexsort((ms, d, s))
+    s, d, ms, nbytes, first = s[order], d[order], ms[order], nbytes[order], first[order]
+    new = (s[1:] != s[:-1]) | (d[1:] != d[:-1]) | (ms[1:] != ms[:-1])
+    starts = np.flatnonzero(np.concatenate(([True], new)))
+    return (
+        s[starts],
+        d[starts],
+        ms[starts],
+        np.add.reduceat(nbytes, starts),
+        np.minimum.reduceat(first, starts),
+    )
+
+
+def with_capture(bins: pa.Table, run: str, file: str) -> pa.Table:
+    """A capture's bins with its run and file (the capture's identity in `_files`) in front."""
+    n = bins.num_rows
+    const = [
+        pa.DictionaryArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.zeros(n, np.int32))]),
+            string_array([value.encode()]),
+        ).dictionary_decode()
+        for value in (run, file)
+    ]
+    return pa.Table.from_arrays([*const, *bins.columns], names=["run", "file", *bins.column_names])
+
+
+def of_run(stored: pa.Table, run: str, captures: list[dict], new: dict[str, pa.Table | None]) -> pa.Table:
+    """A run's `_link_bins` rows (TABLE_SCHEMA): those of the captures just read (`new`, by file) and the
+    stored ones of the other `captures`, which it keeps."""
+    tables = [with_capture(t, run, f) for f, t in sorted(new.items()) if t is not None]
+    kept = sorted(row["file"] for row in captures if row["file"] not in new)
+    if kept and stored.num_rows:
+        import pyarrow.compute as pc
+
+        mine = pc.is_in(stored["run"], value_set=array([run], pa.string()))
+        tables.append(
+            stored.filter(pc.and_(mine, pc.is_in(stored["file"], value_set=array(kept, pa.string()))))
+        )
+    return concat(tables)
+
+
+def concat(tables: Iterable[pa.Table]) -> pa.Table:
+    """One TABLE_SCHEMA table of these (none: empty)."""
+    tables = [t.cast(TABLE_SCHEMA) for t in tables if t.num_rows]
+    return pa.concat_tables(tables) if tables else pa.Table.from_batches([], schema=TABLE_SCHEMA)
+
+
+def add_missing(out: Path, state: State) -> int:
+    """Add to `state` the bins of every capture whose part files have rows but that has none stored (a
+    dataset ingested before bins were kept), summed from its part files; returns how many captures.
+
+    Why at ingest: the catalog's `link_bins` reads the stored bins only when they cover every part file
+    (else it sums `packets` at each query), and an ingest that adds a run should not leave the others'
+    views slow."""
+    files, stored = state.tables["_files"], state.tables["_link_bins"]
+    if files.num_rows == 0:  # a new dataset: nothing stored yet
+        return 0
+    import duckdb
+
+    summed = (
+        "SELECT $run AS run, $file AS file, src_ip::VARCHAR AS src_ip, dst_ip::VARCHAR AS dst_ip,"
+        " ts_ns // 1000000 AS ms, sum(frame_len)::BIGINT AS bytes, min(ts_ns) AS first_ns"
+        " FROM read_parquet($paths, union_by_name = true) GROUP BY ALL"
+    )
+    con = duckdb.connect()
+    try:
+        con.register("_files", files)
+        con.register("_link_bins", stored)
+        missing = con.execute(
+            "SELECT run, file, list(path ORDER BY path) FROM _files AS f WHERE rows > 0 AND NOT EXISTS"
+            " (SELECT 1 FROM _link_bins AS b WHERE b.run = f.run AND b.file = f.file) GROUP BY run, file"
+            " ORDER BY run, file"
+        ).fetchall()
+        tables, added = [stored], 0
+        for run, file, parts in missing:
+            params = {"run": run, "file": file, "paths": [str(out / p) for p in parts]}
+            try:
+                tables.append(con.sql(summed, params=params).to_arrow_table())
+                added += 1
+            except duckdb.Error:  # a part file gone or damaged: the ingest reads its capture again
+                continue  # (`_plan`); until then the catalog sums `packets` for the link views
+    finally:
+        con.close()
+    if added:
+        state.tables["_link_bins"] = concat(tables)
+    return added
+
+
+def _sorted_bins(batch: pa.RecordBatch, ts: np.ndarray, sids: np.ndarray, dids: np.ndarray) -> tuple:
+    """A batch's bins by sorting (for batches whose slot space `add` would not allocate)."""
+    src, dst = batch.column(_SRC), batch.column(_DST)
+    s = sids[np.where(_valid(src), numpy_values(src.indices, np.int32) + 1, 0)]  # a null's index: any value
+    d = dids[np.where(_valid(dst), numpy_values(dst.indices, np.int32) + 1, 0)]
+    nbytes = numpy_values(batch.column(_LEN), np.uint32).astype(np.int64)
+    return _grouped(s.astype(np.int64), d.astype(np.int64), _bin(ts), nbytes, ts.copy())
+
+
+def _bits(column: pa.Array) -> tuple[np.ndarray, int]:
+    """A column's validity bitmap and the bit its first row is at (all ones when it has no nulls)."""
+    if column.null_count == 0 or column.buffers()[0] is None:
+        return np.full((len(column) + 7) // 8 + 1, 255, np.uint8), 0
+    return np.frombuffer(column.buffers()[0], np.uint8), column.offset
+
+
+def _bin(ts: np.ndarray) -> np.ndarray:
+    """ts_ns // BIN_NS truncated toward zero, as DuckDB divides integers (numpy floors)."""
+    ms = ts // BIN_NS
+    return ms + ((ts < 0) & (ms * BIN_NS != ts))
+
+
+def _addresses(ids: np.ndarray, texts: pa.Array) -> pa.Array:
+    """The address texts of `ids` (id 0: null)."""
+    n = len(ids)
+    valid = ids != 0
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    positions = pa.py_buffer(np.maximum(ids - 1, 0).astype(np.int32))
+    index = pa.Array.from_buffers(pa.int32(), n, [validity, positions])
+    if len(texts) == 0:
+        texts = string_array([b""])
+    return pa.DictionaryArray.from_arrays(index, texts).dictionary_decode()
+
+
+def _valid(arr: pa.Array) -> np.ndarray:
+    if arr.null_count == 0 or arr.buffers()[0] is None:
+        return np.ones(len(arr), bool)
+    bits = np.frombuffer(arr.buffers()[0], np.uint8)
+    return np.unpackbits(bits, bitorder="little", count=arr.offset + len(arr))[arr.offset :].astype(bool)
