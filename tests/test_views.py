@@ -527,7 +527,10 @@ def test_views_read_only_the_columns_they_need(con, name) -> None:
     assert read <= NEEDED[name], read - NEEDED[name]
 
 
-@pytest.mark.parametrize("sql", ["link_util", "link_total", "link_util(bin_ns := 1000000)", "link_steady", "contention"])
+WHOLE_MS = ["link_util", "link_total", "link_util(bin_ns := 1000000)", "link_steady", "contention"]
+
+
+@pytest.mark.parametrize("sql", WHOLE_MS)
 def test_link_views_in_whole_milliseconds_read_no_part_file(con, sql) -> None:
     """Without a window, a width of whole milliseconds sums the bins ingest stored (`link_bins`)."""
     assert parquet_scans(con, f"SELECT * FROM {sql}") == []
