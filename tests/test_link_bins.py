@@ -205,3 +205,26 @@ def test_a_dataset_from_before_the_bins_sums_packets_until_an_ingest_stores_them
         assert runs == {SAMPLE_RUN, BOTH_DIRECTIONS_RUN}
     finally:
         con.close()
+
+
+def test_a_capture_of_nearly_a_bin_a_packet_is_not_binned_and_the_views_sum_packets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bins that would not save memory are dropped for that capture (one row of nulls says so), the
+    catalog's `link_bins` sums packets, and no later ingest computes them from the part files."""
+    monkeypatch.setattr(link_bins, "KEEP_MIN_BINS", 100)
+    monkeypatch.setattr(link_bins, "KEEP_PACKETS_PER_BIN", 1000)  # the sample has ~7 packets a bin
+    out = tmp_path / "out"
+    assert not ingest([sample_run()], out, jobs=1).failed
+    _assert_catalog_bins(out, stored=False)
+    monkeypatch.undo()
+    assert not ingest([both_directions_run()], out, jobs=1).failed
+    _assert_catalog_bins(out, stored=False)
+    con = open_catalog(out)
+    try:
+        dropped = con.execute("SELECT run, count(*) FROM _link_bins WHERE ms IS NULL GROUP BY run").fetchall()
+        assert dropped == [(SAMPLE_RUN, 4)]  # its 4 captures; the other run's are binned
+        other = con.execute("SELECT count(*) FROM _link_bins WHERE run = $r", {"r": BOTH_DIRECTIONS_RUN})
+        assert other.fetchone()[0] > 0
+    finally:
+        con.close()

@@ -308,10 +308,12 @@ GROUP BY run, worker, src_ip, dst_ip, ms"""
 
 def link_bins_sql(con: duckdb.DuckDBPyConnection, workers: list[dict]) -> str:
     """The `link_bins` view: bytes per run, worker, address pair and millisecond of `packets` (its
-    de-duplication applied), from the bins ingest stored (`_link_bins`) when they cover every part file."""
+    de-duplication applied), from the bins ingest stored (`_link_bins`) when they cover every part file
+    and no capture was left unbinned."""
     (uncovered,) = con.execute(
         "SELECT count(*) FROM (SELECT DISTINCT run, file FROM _files WHERE rows > 0) AS f"
         " WHERE NOT EXISTS (SELECT 1 FROM _link_bins AS b WHERE b.run = f.run AND b.file = f.file)"
+        " OR EXISTS (SELECT 1 FROM _link_bins WHERE ms IS NULL)"  # a capture not binned (link_bins.py)
     ).fetchone()
     if uncovered:
         return LINK_BINS_FROM_PACKETS

@@ -39,6 +39,10 @@ _SRC, _DST = PACKET_SCHEMA.get_field_index("src_ip"), PACKET_SCHEMA.get_field_in
 # A batch is summed into an array of one slot per (pair, ms) of its span when that array has at most
 # max(_DIRECT_MIN, _DIRECT_PER_ROW · rows) slots (24 bytes each), else grouped by sorting (slower).
 _DIRECT_MIN, _DIRECT_PER_ROW = 1 << 16, 2
+# A capture whose bins outgrow both is not binned (traffic of many hosts at low rates: nearly a bin a
+# packet, which would only hold its packets twice in memory); it keeps one row with a NULL `ms`
+# (`dropped`), and while any capture has it the catalog's `link_bins` sums packets.
+KEEP_MIN_BINS, KEEP_PACKETS_PER_BIN = 1 << 18, 16
 
 
 class LinkBins:
@@ -47,19 +51,22 @@ class LinkBins:
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}  # address text → id; id 0 is "no address" (non-IP frames)
         self._chunks: list[tuple[np.ndarray, ...]] = []
+        self._rows = self._packets = 0
+        self.dropped = False
 
     def add(self, batch: pa.RecordBatch) -> None:
         """Count a reader batch (PACKET_SCHEMA)."""
         n = batch.num_rows
-        if n == 0:
+        if n == 0 or self.dropped:
             return
+        self._packets += n
         ts = numpy_values(batch.column(_TS), np.int64)
         src, dst = batch.column(_SRC), batch.column(_DST)
         sids, dids = self._address_ids(src), self._address_ids(dst)
         lo, hi = int(_bin(ts.min())), int(_bin(ts.max()))
         width, span = len(self._ids) + 1, hi - lo + 1
         if width * width * span > max(_DIRECT_MIN, _DIRECT_PER_ROW * n):  # many addresses or a long span
-            self._chunks.append(_sorted_bins(batch, ts, sids, dids))
+            self._keep(_sorted_bins(batch, ts, sids, dids))
             return
         from tracecore.reader.compiled import kernels
 
@@ -85,10 +92,19 @@ class LinkBins:
         slots = np.flatnonzero(count)
         pair, offset = np.divmod(slots, span)
         s, d = np.divmod(pair, width)
-        self._chunks.append((s, d, offset + lo, total[slots], first[slots]))
+        self._keep((s, d, offset + lo, total[slots], first[slots]))
+
+    def _keep(self, chunk: tuple[np.ndarray, ...]) -> None:
+        self._chunks.append(chunk)
+        self._rows += len(chunk[0])
+        if self._rows > max(KEEP_MIN_BINS, self._packets // KEEP_PACKETS_PER_BIN):
+            self.dropped, self._chunks, self._ids = True, [], {}
 
     def table(self) -> pa.Table:
-        """Every bin once (BINS_SCHEMA), sorted by source, destination and time."""
+        """Every bin once (BINS_SCHEMA), sorted by source, destination and time; one row of nulls when
+        the capture was not binned (`dropped`)."""
+        if self.dropped:
+            return pa.Table.from_arrays([pa.nulls(1, f.type) for f in BINS_SCHEMA], schema=BINS_SCHEMA)
         if not self._chunks:
             return pa.Table.from_batches([], schema=BINS_SCHEMA)
         s, d, ms, nbytes, first = (np.concatenate(c) for c in zip(*self._chunks, strict=True))
