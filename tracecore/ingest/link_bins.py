@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from tracecore.arrow_rows import array, int64_array, numpy_values, string_array
+from tracecore.arrow_rows import array, int64_array, numpy_values
 from tracecore.schema import PACKET_SCHEMA
 
 if TYPE_CHECKING:
@@ -70,29 +70,25 @@ class LinkBins:
             return
         from tracecore.reader.compiled import kernels
 
-        size = width * width * span
-        total, count = np.zeros(size, np.int64), np.zeros(size, np.int64)
-        first = np.full(size, np.iinfo(np.int64).max)
+        acc = np.zeros((width * width * span, 3), np.int64)  # bytes, packets, earliest ts_ns per slot
+        acc[:, 2] = np.iinfo(np.int64).max
         kernels().bin_bytes(
             ts,
             numpy_values(batch.column(_LEN), np.uint32),
             numpy_values(src.indices, np.int32),
             numpy_values(dst.indices, np.int32),
-            *_bits(src),
-            *_bits(dst),
+            *_bits(src, dst),
+            *_bits(dst, src),
             sids,
             dids,
             width,
             lo,
-            span,
-            total,
-            count,
-            first,
+            acc,
         )
-        slots = np.flatnonzero(count)
-        pair, offset = np.divmod(slots, span)
+        slots = np.flatnonzero(acc[:, 1])
+        offset, pair = np.divmod(slots, width * width)
         s, d = np.divmod(pair, width)
-        self._keep((s, d, offset + lo, total[slots], first[slots]))
+        self._keep((s, d, offset + lo, acc[slots, 0], acc[slots, 2]))
 
     def _keep(self, chunk: tuple[np.ndarray, ...]) -> None:
         self._chunks.append(chunk)
@@ -109,7 +105,7 @@ class LinkBins:
             return pa.Table.from_batches([], schema=BINS_SCHEMA)
         s, d, ms, nbytes, first = (np.concatenate(c) for c in zip(*self._chunks, strict=True))
         s, d, ms, nbytes, first = _grouped(s, d, ms, nbytes, first)
-        texts = string_array([t.encode() for t in self._ids])
+        texts = [b"", *(t.encode() for t in self._ids)]
         return pa.Table.from_arrays(
             [_addresses(s, texts), _addresses(d, texts), *(int64_array(a) for a in (ms, nbytes, first))],
             schema=BINS_SCHEMA,
@@ -140,15 +136,9 @@ def _grouped(s: np.ndarray, d: np.ndarray, ms: np.ndarray, nbytes: np.ndarray, f
 
 def with_capture(bins: pa.Table, run: str, file: str) -> pa.Table:
     """A capture's bins with its run and file (the capture's identity in `_files`) in front."""
-    n = bins.num_rows
-    const = [
-        pa.DictionaryArray.from_arrays(
-            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.zeros(n, np.int32))]),
-            string_array([value.encode()]),
-        ).dictionary_decode()
-        for value in (run, file)
-    ]
-    return pa.Table.from_arrays([*const, *bins.columns], names=["run", "file", *bins.column_names])
+    ones = np.ones(bins.num_rows, np.int64)
+    const = [_addresses(ones, [b"", value.encode()]) for value in (run, file)]
+    return pa.Table.from_arrays([*const, *bins.columns], schema=TABLE_SCHEMA)
 
 
 def of_run(stored: pa.Table, run: str, captures: list[dict], new: dict[str, pa.Table | None]) -> pa.Table:
@@ -168,7 +158,7 @@ def of_run(stored: pa.Table, run: str, captures: list[dict], new: dict[str, pa.T
 
 def concat(tables: Iterable[pa.Table]) -> pa.Table:
     """One TABLE_SCHEMA table of these (none: empty)."""
-    tables = [t.cast(TABLE_SCHEMA) for t in tables if t.num_rows]
+    tables = [t if t.schema == TABLE_SCHEMA else t.cast(TABLE_SCHEMA) for t in tables if t.num_rows]
     return pa.concat_tables(tables) if tables else pa.Table.from_batches([], schema=TABLE_SCHEMA)
 
 
@@ -222,10 +212,12 @@ def _sorted_bins(batch: pa.RecordBatch, ts: np.ndarray, sids: np.ndarray, dids: 
     return _grouped(s.astype(np.int64), d.astype(np.int64), _bin(ts), nbytes, ts.copy())
 
 
-def _bits(column: pa.Array) -> tuple[np.ndarray, int]:
-    """A column's validity bitmap and the bit its first row is at (all ones when it has no nulls)."""
+def _bits(column: pa.Array, other: pa.Array) -> tuple[np.ndarray, int]:
+    """A column's validity bitmap and the bit its first row is at; empty when neither it nor `other`
+    has a null (the kernel then tests no bit), all ones when only `other` has."""
     if column.null_count == 0 or column.buffers()[0] is None:
-        return np.full((len(column) + 7) // 8 + 1, 255, np.uint8), 0
+        size = 0 if other.null_count == 0 else (len(column) + 7) // 8 + 1
+        return np.full(size, 255, np.uint8), 0
     return np.frombuffer(column.buffers()[0], np.uint8), column.offset
 
 
@@ -235,16 +227,24 @@ def _bin(ts: np.ndarray) -> np.ndarray:
     return ms + ((ts < 0) & (ms * BIN_NS != ts))
 
 
-def _addresses(ids: np.ndarray, texts: pa.Array) -> pa.Array:
-    """The address texts of `ids` (id 0: null)."""
+def _addresses(ids: np.ndarray, texts: list[bytes]) -> pa.Array:
+    """A string array of `texts[id]` per id, null where the id is 0 (`texts[0]`, unused). Built from
+    buffers: a dictionary's decode and `cast` import pyarrow.compute (0.1 s, holding the GIL)."""
     n = len(ids)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.array([len(t) for t in texts], np.int64)[ids], out=offsets[1:])
+    data = b"".join([texts[i] for i in ids.tolist()])
     valid = ids != 0
-    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    positions = pa.py_buffer(np.maximum(ids - 1, 0).astype(np.int32))
-    index = pa.Array.from_buffers(pa.int32(), n, [validity, positions])
-    if len(texts) == 0:
-        texts = string_array([b""])
-    return pa.DictionaryArray.from_arrays(index, texts).dictionary_decode()
+    if offsets[-1] > (1 << 31) - 1:  # past 32-bit offsets: Arrow's own builder errs as it would
+        return array([texts[i].decode() if i else None for i in ids.tolist()], pa.string())
+    nulls = n - int(np.count_nonzero(valid))
+    validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(
+        pa.string(),
+        n,
+        [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
+        null_count=nulls,
+    )
 
 
 def _valid(arr: pa.Array) -> np.ndarray:

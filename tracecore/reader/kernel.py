@@ -1184,24 +1184,41 @@ def warm_up() -> None:
     reset_table(tab, u_key, u_kind, u_rows, np.zeros(NSTATE, np.int64))
 
 
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def _ms(t):
+    """ts_ns // 10^6 truncated toward zero, as DuckDB divides (numba floors like Python)."""
+    ms = t // 1000000
+    if t < 0 and ms * 1000000 != t:
+        ms += 1
+    return ms
+
+
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def _bin_add(k, t, size, acc):
+    acc[k, 0] += size
+    acc[k, 1] += 1
+    if t < acc[k, 2]:
+        acc[k, 2] = t
+
+
 @njit(nogil=True, cache=True, _nrt=False)
-def bin_bytes(ts, flen, src, dst, sbits, soff, dbits, doff, sids, dids, width, lo, span, total, count, first):
-    """Add each packet's frame_len to its (source, destination, millisecond) slot of `total`, count it
-    and keep the slot's earliest timestamp (ingest/link_bins.py: slot = (s·width + d)·span + ms − lo).
+def bin_bytes(ts, flen, src, dst, sbits, soff, dbits, doff, sids, dids, width, lo, acc):
+    """Add each packet's frame_len to its (millisecond, source, destination) slot of `acc` (column 0),
+    count it (1) and keep the slot's earliest timestamp (2) (ingest/link_bins.py: slot =
+    (ms − lo)·width² + s·width + d, so packets close in time share cache lines).
 
     `src`/`dst` are a batch's dictionary indices, valid where their bitmaps (from bit `soff`/`doff`)
-    say; `sids`/`dids` map index + 1 to an address id (0: no address). Milliseconds are ts_ns // 10^6
-    truncated toward zero, as DuckDB divides."""
+    say, all of them when both bitmaps are empty; `sids`/`dids` map index + 1 to an address id (0: no
+    address)."""
+    area = width * width
+    if sbits.shape[0] == 0 and dbits.shape[0] == 0:  # no frame without addresses: no bit to test
+        for i in range(ts.shape[0]):
+            t = ts[i]
+            _bin_add((_ms(t) - lo) * area + sids[src[i] + 1] * width + dids[dst[i] + 1], t, flen[i], acc)
+        return
     for i in range(ts.shape[0]):
         t = ts[i]
-        ms = t // 1000000
-        if t < 0 and ms * 1000000 != t:
-            ms += 1
         j, m = soff + i, doff + i
         s = sids[src[i] + 1] if (sbits[j >> 3] >> (j & 7)) & 1 else 0
         d = dids[dst[i] + 1] if (dbits[m >> 3] >> (m & 7)) & 1 else 0
-        k = (s * width + d) * span + ms - lo
-        total[k] += flen[i]
-        count[k] += 1
-        if t < first[k]:
-            first[k] = t
+        _bin_add((_ms(t) - lo) * area + s * width + d, t, flen[i], acc)
