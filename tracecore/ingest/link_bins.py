@@ -43,6 +43,7 @@ _DIRECT_MIN, _DIRECT_PER_ROW = 1 << 16, 2
 # packet, which would only hold its packets twice in memory); it keeps one row with a NULL `ms`
 # (`dropped`), and while any capture has it the catalog's `link_bins` sums packets.
 KEEP_MIN_BINS, KEEP_PACKETS_PER_BIN = 1 << 18, 16
+_EMPTY_SLOT = np.array([0, 0, np.iinfo(np.int64).max], np.int64)
 
 
 class LinkBins:
@@ -52,6 +53,7 @@ class LinkBins:
         self._ids: dict[str, int] = {}  # address text → id; id 0 is "no address" (non-IP frames)
         self._chunks: list[tuple[np.ndarray, ...]] = []
         self._rows = self._packets = 0
+        self._buffer = np.empty((0, 3), np.int64)
         self.dropped = False
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -70,8 +72,7 @@ class LinkBins:
             return
         from tracecore.reader.compiled import kernels
 
-        acc = np.zeros((width * width * span, 3), np.int64)  # bytes, packets, earliest ts_ns per slot
-        acc[:, 2] = np.iinfo(np.int64).max
+        acc = self._slots(width * width * span)
         kernels().bin_bytes(
             ts,
             numpy_values(batch.column(_LEN), np.uint32),
@@ -89,6 +90,15 @@ class LinkBins:
         offset, pair = np.divmod(slots, width * width)
         s, d = np.divmod(pair, width)
         self._keep((s, d, offset + lo, acc[slots, 0], acc[slots, 2]))
+        acc[slots] = _EMPTY_SLOT  # the buffer is clean again for the next batch
+
+    def _slots(self, size: int) -> np.ndarray:
+        """`size` empty slots (bytes, packets, earliest ts_ns), from one buffer reused batch after batch:
+        a fresh array of a few MB a batch is fresh pages the kernel faults in, 50 k faults a GB."""
+        if len(self._buffer) < size:
+            self._buffer = np.empty((max(size, 2 * len(self._buffer)), 3), np.int64)
+            self._buffer[:] = _EMPTY_SLOT
+        return self._buffer[:size]
 
     def _keep(self, chunk: tuple[np.ndarray, ...]) -> None:
         self._chunks.append(chunk)
