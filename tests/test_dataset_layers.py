@@ -57,7 +57,7 @@ def test_dense_parts_store_no_layer_column(mixed: Path) -> None:
                 == [n for n in DATASET_SCHEMA.names if n not in LAYER_COLUMNS]
             )
             assert not any(f.nullable for f in schema), path
-            assert pq.read_metadata(mixed / path).metadata[b"tracecore.schema_version"] == b"5"
+            assert pq.read_metadata(mixed / path).metadata[b"tracecore.schema_version"] == b"6"
 
 
 def test_packets_has_every_column_typed_with_nulls_on_tcp_rows(mixed: Path) -> None:

@@ -52,7 +52,7 @@ def test_every_part_file_says_what_it_holds(sample: Path) -> None:
     for part in parts:
         meta = {k.decode(): v.decode() for k, v in pq.read_metadata(part).metadata.items()}
         assert meta["tracecore.version"] == tracecore.__version__ == "0.1.0"
-        assert meta["tracecore.schema_version"] == str(SCHEMA_VERSION) == "5"
+        assert meta["tracecore.schema_version"] == str(SCHEMA_VERSION) == "6"
         assert meta["tracecore.run"] == SAMPLE_RUN
         assert meta["tracecore.ts_ns"].startswith("UTC nanoseconds since 1970-01-01T00:00:00Z")
         units = json.loads(meta["tracecore.units"])
@@ -81,7 +81,7 @@ def test_packets_has_a_timestamp_column_next_to_ts_ns(sample: Path) -> None:
         assert row[1].replace(microsecond=0) == first
         frame = con.sql("SELECT ts FROM packets LIMIT 3").pl()
         assert frame.schema["ts"] == pl.Datetime("ns")
-        assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("5",)
+        assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("6",)
     finally:
         con.close()
 
@@ -90,8 +90,8 @@ def test_a_dataset_from_a_future_tracecore_is_refused_in_one_line(sample: Path) 
     _set_meta(sample, "schema_version", str(SCHEMA_VERSION + 1))
     before = sorted(p.relative_to(sample) for p in (sample / "packets").rglob("*.parquet"))
     expected = (
-        f"{sample / 'tracecore.duckdb'}: dataset schema version 6 is newer than this tracecore 0.1.0 reads"
-        " (versions 1 to 5); upgrade tracecore (pip install -U tracecore) or re-ingest the captures into"
+        f"{sample / 'tracecore.duckdb'}: dataset schema version 7 is newer than this tracecore 0.1.0 reads"
+        " (versions 1 to 6); upgrade tracecore (pip install -U tracecore) or re-ingest the captures into"
         " a new --data folder"
     )
     with pytest.raises(DatasetVersionError) as err:
@@ -145,9 +145,9 @@ def test_an_older_dataset_is_read_and_upgraded_by_the_next_ingest(tmp_path: Path
     for part in (sample / "packets").rglob("*.parquet"):
         meta = pq.read_metadata(part).metadata
         assert pq.read_schema(part).field("frame_len").type == pa.int64(), part
-        assert meta[b"tracecore.schema_version"] == b"5", part
+        assert meta[b"tracecore.schema_version"] == b"6", part
     con = open_catalog(sample)
-    assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("5",)
+    assert con.execute("SELECT value FROM _meta WHERE key = 'schema_version'").fetchall()[0] == ("6",)
     assert (
         con.execute(
             "SELECT count(*), sum(frame_len), sum(l4_payload_len) FROM packets WHERE run = ?",
@@ -239,7 +239,7 @@ def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_inges
             assert names == DATASET_SCHEMA.names, part
         else:  # the new run's: dense parts without the layer columns
             assert names in (DATASET_SCHEMA.names, DENSE_SCHEMA.names), part
-        assert pq.read_metadata(part).metadata[b"tracecore.schema_version"] == b"5", part
+        assert pq.read_metadata(part).metadata[b"tracecore.schema_version"] == b"6", part
     con = open_catalog(sample)
     rows = con.execute(
         "SELECT run = ? AS old, count(*), sum(frame_len), count(DISTINCT src_ip), count(ip_version),"
@@ -250,7 +250,7 @@ def test_a_version_2_dataset_gains_the_rdma_and_tunnel_columns_at_the_next_inges
     con.close()
     assert rows == [(False, 2930, 2414910, 4, 2906, 2906, 2906, 0, 0, 0), (True, *want, 17015, 0, 0, 0, 0, 0)]
     meta = _meta_of(sample / "tracecore.duckdb")
-    assert meta["schema_version"] == "5"  # the files were upgraded: the catalog says so
+    assert meta["schema_version"] == "6"  # the files were upgraded: the catalog says so
 
 
 def _make_older(out: Path, version: int) -> None:
@@ -323,7 +323,7 @@ def test_a_dataset_without_tcp_header_columns_reads_them_null_and_gains_them_at_
     assert not summary.warnings, summary.warnings  # no part file "changed since it was written"
     assert all(p.stat().st_mtime_ns != t for p, t in old.items())  # each rewritten
     assert {tuple(pq.read_schema(p).names) for p in old} == {tuple(DATASET_SCHEMA.names)}
-    assert _meta_of(sample / "tracecore.duckdb")["schema_version"] == "5"
+    assert _meta_of(sample / "tracecore.duckdb")["schema_version"] == "6"
     con = open_catalog(sample)
     try:
         layers = con.execute("SELECT DISTINCT layers FROM _files WHERE run = ?", [SAMPLE_RUN]).fetchall()
@@ -340,7 +340,8 @@ def test_a_dataset_without_tcp_header_columns_reads_them_null_and_gains_them_at_
         ).fetchall()
         assert counts == [(False, 2930, 2906, 2906, 2906), (True, 17027, 17015, 0, 0)]
         read = "SELECT run, read_version, count(*) FROM _files GROUP BY ALL ORDER BY ALL"
-        assert con.execute(read).fetchall() == sorted([(SAMPLE_RUN, version, 8), (BOTH_DIRECTIONS_RUN, 5, 8)])
+        now = SCHEMA_VERSION
+        assert con.execute(read).fetchall() == sorted([(SAMPLE_RUN, version, 8), (BOTH_DIRECTIONS_RUN, now, 8)])
     finally:
         con.close()
     res = commands.tracecore("query", "tcp_health", "--data", str(sample), "--run", SAMPLE_RUN)
@@ -354,7 +355,7 @@ def test_a_dataset_without_tcp_header_columns_reads_them_null_and_gains_them_at_
     con = open_catalog(sample)
     try:
         assert con.execute("SELECT * FROM tcp_health(runs := [?])", [SAMPLE_RUN]).fetchall() == fresh
-        assert con.execute("SELECT DISTINCT read_version FROM _files").fetchall() == [(5,)]
+        assert con.execute("SELECT DISTINCT read_version FROM _files").fetchall() == [(SCHEMA_VERSION,)]
     finally:
         con.close()
 

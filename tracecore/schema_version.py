@@ -14,7 +14,9 @@ from __future__ import annotations
 # 4: dense part files (every row fully set: TCP) omit LAYER_COLUMNS, null in all their rows
 # (`_files.layers` is false for them); version 3 files are version 4 files that store every column.
 # 5: tcp_seq, tcp_ack, tcp_window, tcp_window_scale (older part files are rewritten with them null).
-SCHEMA_VERSION = 5
+# 6: the catalog and ingest's state hold `_link_bins` (bytes per capture, address pair and millisecond);
+# part files are version 5's (none is rewritten), and the next ingest stores an older dataset's bins.
+SCHEMA_VERSION = 6
 OLDEST_READABLE_SCHEMA = 1
 
 
