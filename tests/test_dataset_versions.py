@@ -340,8 +340,8 @@ def test_a_dataset_without_tcp_header_columns_reads_them_null_and_gains_them_at_
         ).fetchall()
         assert counts == [(False, 2930, 2906, 2906, 2906), (True, 17027, 17015, 0, 0)]
         read = "SELECT run, read_version, count(*) FROM _files GROUP BY ALL ORDER BY ALL"
-        now = SCHEMA_VERSION
-        assert con.execute(read).fetchall() == sorted([(SAMPLE_RUN, version, 8), (BOTH_DIRECTIONS_RUN, now, 8)])
+        expected = sorted([(SAMPLE_RUN, version, 8), (BOTH_DIRECTIONS_RUN, SCHEMA_VERSION, 8)])
+        assert con.execute(read).fetchall() == expected
     finally:
         con.close()
     res = commands.tracecore("query", "tcp_health", "--data", str(sample), "--run", SAMPLE_RUN)
