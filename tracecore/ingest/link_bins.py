@@ -38,7 +38,7 @@ _TS, _LEN = PACKET_SCHEMA.get_field_index("ts_ns"), PACKET_SCHEMA.get_field_inde
 _SRC, _DST = PACKET_SCHEMA.get_field_index("src_ip"), PACKET_SCHEMA.get_field_index("dst_ip")
 # A batch is summed into an array of one slot per (pair, ms) of its span when that array has at most
 # max(_DIRECT_MIN, _DIRECT_PER_ROW · rows) slots (24 bytes each), else grouped by sorting (slower).
-_DIRECT_MIN, _DIRECT_PER_ROW = 1 << 16, 2
+_DIRECT_MIN, _DIRECT_PER_ROW = 1 << 16, 1
 # A capture whose bins outgrow both is not binned (traffic of many hosts at low rates: nearly a bin a
 # packet, which would only hold its packets twice in memory); it keeps one row with a NULL `ms`
 # (`dropped`), and while any capture has it the catalog's `link_bins` sums packets.
@@ -96,7 +96,7 @@ class LinkBins:
         """`size` empty slots (bytes, packets, earliest ts_ns), from one buffer reused batch after batch:
         a fresh array of a few MB a batch is fresh pages the kernel faults in, 50 k faults a GB."""
         if len(self._buffer) < size:
-            self._buffer = np.empty((max(size, 2 * len(self._buffer)), 3), np.int64)
+            self._buffer = np.empty((size, 3), np.int64)
             self._buffer[:] = _EMPTY_SLOT
         return self._buffer[:size]
 
