@@ -66,6 +66,7 @@ NCCL_TESTS = ("tests/test_views_nccl.py", "tests/test_views_nccl_socket.py")
 COLLECTIVE_TESTS = ("tests/test_views_collectives.py",)
 TCP_HEALTH_TESTS = ("tests/test_views_tcp_health.py",)
 BOUND_TESTS = ("tests/test_hardening_bounds.py",)
+LINK_BINS_TESTS = ("tests/test_link_bins.py", "tests/test_views.py")
 RDMA_TESTS = ("tests/test_views_rdma.py",)
 SHARED_QP_TEST = (
     "tests/test_views_rdma.py::test_a_flow_is_told_apart_by_its_receiver_when_receivers_share_a_qp_number"
@@ -726,6 +727,31 @@ MUTANTS = [
         "a per-pair grid sized by workers, not by directed pairs",
         BOUND_TESTS,
         ci=("tests/test_hardening_bounds.py::test_a_too_fine_bin_is_refused_before_running",),
+    ),
+    # ---- the bins ingest keeps for the link views ------------------------------------------------------
+    Mutant(
+        "kernel.bins_keep_latest_timestamp",
+        "tracecore/reader/kernel.py",
+        "    if t < acc[k, 2]:\n        acc[k, 2] = t",
+        "    if t > acc[k, 2] or acc[k, 1] == 1:\n        acc[k, 2] = t",
+        "each millisecond bin keeps its latest timestamp, not its earliest",
+        LINK_BINS_TESTS,
+    ),
+    Mutant(
+        "link_series.bins_at_the_wrong_width",
+        "queries/link_series.sql",
+        "ms // (bin_ns::BIGINT // 1000000) AS k",
+        "ms // (bin_ns::BIGINT // 100000) AS k",
+        "the stored millisecond bins grouped ten to a bin instead of bin_ns / 1 ms",
+        LINK_BINS_TESTS,
+    ),
+    Mutant(
+        "catalog.unbinned_capture_ignored",
+        "tracecore/ingest/catalog.py",
+        '        " OR EXISTS (SELECT 1 FROM _link_bins WHERE ms IS NULL)"',
+        '        " OR false"',
+        "a capture left unbinned is ignored: the link views miss its bytes",
+        LINK_BINS_TESTS,
     ),
 ]
 
