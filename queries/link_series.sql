@@ -33,22 +33,23 @@
 CREATE OR REPLACE MACRO link_series(bin_ns := 10000000, runs := NULL, from_ns := NULL, to_ns := NULL,
                                     by_pair := true) AS TABLE
 WITH
-binned AS (
-    -- integer keys only: run and (by_pair) address pair as one hash (see worker_pairs), and the bin index;
-    -- from the millisecond bins ingest keeps (`link_bins`) when the width is whole ms and no window is asked
-    -- (constant filters: DuckDB plans only one branch), else from the packets
-    SELECT xor(CASE WHEN by_pair THEN xor(hash(src_ip), hash(dst_ip) >> 1) ELSE 0 END, hash(run) >> 2) AS series,
-           ms // (bin_ns::BIGINT // 1000000) AS k, any_value(run) AS run, sum(bytes)::BIGINT AS bytes,
-           min(first_ns) AS first_ns
+rows AS (
+    -- the millisecond bins ingest keeps (`link_bins`) when the width is whole ms and no window is asked
+    -- (constant filters: DuckDB plans only one branch), else the packets; each with its bin index
+    SELECT run, src_ip, dst_ip, ms // (bin_ns::BIGINT // 1000000) AS k, bytes, first_ns
     FROM link_bins
     WHERE from_ns IS NULL AND to_ns IS NULL AND bin_ns::BIGINT % 1000000 = 0
         AND (runs IS NULL OR list_contains(runs, run))
-    GROUP BY series, k
     UNION ALL
-    SELECT xor(CASE WHEN by_pair THEN xor(hash(src_ip), hash(dst_ip) >> 1) ELSE 0 END, hash(run) >> 2) AS series,
-           ts_ns // bin_ns::BIGINT AS k, any_value(run) AS run, sum(frame_len)::BIGINT AS bytes, min(ts_ns) AS first_ns
+    SELECT run, src_ip, dst_ip, ts_ns // bin_ns::BIGINT AS k, frame_len AS bytes, ts_ns AS first_ns
     FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)
     WHERE (from_ns IS NULL AND to_ns IS NULL AND bin_ns::BIGINT % 1000000 = 0) IS NOT TRUE
+),
+binned AS (
+    -- integer keys only: run and (by_pair) address pair as one hash (see worker_pairs), and the bin index
+    SELECT xor(CASE WHEN by_pair THEN xor(hash(src_ip), hash(dst_ip) >> 1) ELSE 0 END, hash(run) >> 2) AS series,
+           k, any_value(run) AS run, sum(bytes)::BIGINT AS bytes, min(first_ns) AS first_ns
+    FROM rows
     GROUP BY series, k
 ),
 windowed AS (  -- only planned when a window is asked for (constant-false filter otherwise)

@@ -270,15 +270,16 @@ def packets_all_sql(
 
 def packets_sql(workers: list[dict]) -> str:
     """The de-duplicated view (see DEDUP_RULE), with literal per-worker conditions for pruning."""
-    body = "SELECT * FROM packets_all"
-    conds = _duplicate_rows(workers)
-    if conds:
-        body += "\nWHERE NOT (\n" + "\n    OR ".join(conds) + "\n)"
-    return DEDUP_RULE + "\nCREATE OR REPLACE VIEW packets AS\n" + body
+    return (
+        DEDUP_RULE
+        + "\nCREATE OR REPLACE VIEW packets AS\nSELECT * FROM packets_all"
+        + _duplicates_hidden(workers)
+    )
 
 
-def _duplicate_rows(workers: list[dict]) -> list[str]:
-    """One SQL condition on (run, worker, src_ip) per worker whose capture holds rows DEDUP_RULE hides."""
+def _duplicates_hidden(workers: list[dict]) -> str:
+    """The WHERE clause (or nothing) hiding the rows DEDUP_RULE hides, over columns run, worker and src_ip:
+    one literal condition per worker whose capture holds such rows."""
     by_run: dict[str, list[dict]] = {}
     for w in workers:
         by_run.setdefault(w["run"], []).append(w)
@@ -293,15 +294,22 @@ def _duplicate_rows(workers: list[dict]) -> list[str]:
                 f"(run = {_lit(run)} AND worker = {_lit(w['worker'])} AND src_ip IS NOT NULL"
                 f" AND src_ip IN ({', '.join(map(_lit, others))}))"
             )
-    return conds
+    return ("\nWHERE NOT (\n" + "\n    OR ".join(conds) + "\n)") if conds else ""
 
 
+# The sums of one bin, in SQL over packet rows (link_bins.add_missing, LINK_BINS_FROM_PACKETS).
+SUMS_SQL = "ts_ns // 1000000 AS ms, sum(frame_len)::BIGINT AS bytes, min(ts_ns) AS first_ns"
+# The part files' captures without stored bins (link_bins.add_missing sums them; `link_bins`
+# sums packets while there are any), over the tables `_files` and `_link_bins`.
+UNBINNED_SQL = (
+    "FROM _files AS f WHERE rows > 0"
+    " AND NOT EXISTS (SELECT 1 FROM _link_bins AS b WHERE b.run = f.run AND b.file = f.file)"
+)
 # `link_bins` where the stored bins do not cover every capture (a dataset ingested before they were
 # kept, until its next ingest adds them): the same rows, summed from `packets` when queried.
-LINK_BINS_FROM_PACKETS = """\
+LINK_BINS_FROM_PACKETS = f"""\
 CREATE OR REPLACE VIEW link_bins AS
-SELECT run, worker, src_ip, dst_ip, ts_ns // 1000000 AS ms,
-       sum(frame_len)::BIGINT AS bytes, min(ts_ns) AS first_ns
+SELECT run, worker, src_ip, dst_ip, {SUMS_SQL}
 FROM packets
 GROUP BY run, worker, src_ip, dst_ip, ms"""
 
@@ -311,18 +319,16 @@ def link_bins_sql(con: duckdb.DuckDBPyConnection, workers: list[dict]) -> str:
     de-duplication applied), from the bins ingest stored (`_link_bins`) when they cover every part file
     and no capture was left unbinned."""
     (uncovered,) = con.execute(
-        "SELECT count(*) FROM (SELECT DISTINCT run, file FROM _files WHERE rows > 0) AS f"
-        " WHERE NOT EXISTS (SELECT 1 FROM _link_bins AS b WHERE b.run = f.run AND b.file = f.file)"
+        f"SELECT count(*) {UNBINNED_SQL}"
         " OR EXISTS (SELECT 1 FROM _link_bins WHERE ms IS NULL)"  # a capture not binned (link_bins.py)
     ).fetchone()
     if uncovered:
         return LINK_BINS_FROM_PACKETS
-    conds = _duplicate_rows(workers)
-    hidden = ("\nWHERE NOT (\n" + "\n    OR ".join(conds) + "\n)") if conds else ""
     return (
         "CREATE OR REPLACE VIEW link_bins AS\n"
         "SELECT * FROM (SELECT b.run, c.worker, b.src_ip, b.dst_ip, b.ms, b.bytes, b.first_ns\n"
-        "FROM _link_bins AS b JOIN captures AS c ON c.run = b.run AND c.file = b.file)" + hidden
+        "FROM _link_bins AS b JOIN captures AS c ON c.run = b.run AND c.file = b.file)"
+        + _duplicates_hidden(workers)
     )
 
 

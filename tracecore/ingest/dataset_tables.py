@@ -113,10 +113,6 @@ FILES = pa.schema(
     ]
 )
 
-# Bytes per address pair and millisecond of each capture (ingest/link_bins.py): ingest's own, never
-# exported; the catalog's `link_bins` view gives them with the packets' de-duplication applied.
-LINK_BINS = TABLE_SCHEMA
-
 # NCCL's own account of a run (tracecore/logs/nccl.py owns the columns): base tables, not extra
 # ones, because views read them (queries/nccl_*.sql) and a view needs its tables in every catalog.
 NCCL_SCHEMAS: dict[str, pa.Schema] = {
@@ -137,7 +133,7 @@ BASE_SCHEMAS: dict[str, pa.Schema] = {
     "train_log": TRAIN_LOG,
     "_files": FILES,
     "host_clocks": HOST_CLOCKS,
-    "_link_bins": LINK_BINS,
+    "_link_bins": TABLE_SCHEMA,  # ingest's own, never exported (ingest/link_bins.py)
     **NCCL_SCHEMAS,
     **COLLECTIVE_SCHEMAS,
 }

@@ -43,6 +43,7 @@ _DIRECT_MIN, _DIRECT_PER_ROW = 1 << 16, 1
 # packet, which would only hold its packets twice in memory); it keeps one row with a NULL `ms`
 # (`dropped`), and while any capture has it the catalog's `link_bins` sums packets.
 KEEP_MIN_BINS, KEEP_PACKETS_PER_BIN = 1 << 18, 16
+_NO_BITS = np.empty(0, np.uint8)  # both bitmaps empty: every address valid, the kernel tests no bit
 _EMPTY_SLOT = np.array([0, 0, np.iinfo(np.int64).max], np.int64)
 
 
@@ -78,8 +79,7 @@ class LinkBins:
             numpy_values(batch.column(_LEN), np.uint32),
             numpy_values(src.indices, np.int32),
             numpy_values(dst.indices, np.int32),
-            *_bits(src, dst),
-            *_bits(dst, src),
+            *(_bits(src) + _bits(dst) if src.null_count or dst.null_count else (_NO_BITS, 0, _NO_BITS, 0)),
             sids,
             dids,
             width,
@@ -184,9 +184,10 @@ def add_missing(out: Path, state: State) -> int:
         return 0
     import duckdb
 
+    from tracecore.ingest.catalog import SUMS_SQL, UNBINNED_SQL
+
     summed = (
-        "SELECT $run AS run, $file AS file, src_ip::VARCHAR AS src_ip, dst_ip::VARCHAR AS dst_ip,"
-        " ts_ns // 1000000 AS ms, sum(frame_len)::BIGINT AS bytes, min(ts_ns) AS first_ns"
+        f"SELECT $run AS run, $file AS file, src_ip::VARCHAR AS src_ip, dst_ip::VARCHAR AS dst_ip, {SUMS_SQL}"
         " FROM read_parquet($paths, union_by_name = true) GROUP BY ALL"
     )
     con = duckdb.connect()
@@ -194,9 +195,7 @@ def add_missing(out: Path, state: State) -> int:
         con.register("_files", files)
         con.register("_link_bins", stored)
         missing = con.execute(
-            "SELECT run, file, list(path ORDER BY path) FROM _files AS f WHERE rows > 0 AND NOT EXISTS"
-            " (SELECT 1 FROM _link_bins AS b WHERE b.run = f.run AND b.file = f.file) GROUP BY run, file"
-            " ORDER BY run, file"
+            f"SELECT run, file, list(path ORDER BY path) {UNBINNED_SQL} GROUP BY run, file ORDER BY run, file"
         ).fetchall()
         tables, added = [stored], 0
         for run, file, parts in missing:
@@ -222,12 +221,10 @@ def _sorted_bins(batch: pa.RecordBatch, ts: np.ndarray, sids: np.ndarray, dids: 
     return _grouped(s.astype(np.int64), d.astype(np.int64), _bin(ts), nbytes, ts.copy())
 
 
-def _bits(column: pa.Array, other: pa.Array) -> tuple[np.ndarray, int]:
-    """A column's validity bitmap and the bit its first row is at; empty when neither it nor `other`
-    has a null (the kernel then tests no bit), all ones when only `other` has."""
+def _bits(column: pa.Array) -> tuple[np.ndarray, int]:
+    """A column's validity bitmap and the bit its first row is at (all ones when it has no null)."""
     if column.null_count == 0 or column.buffers()[0] is None:
-        size = 0 if other.null_count == 0 else (len(column) + 7) // 8 + 1
-        return np.full(size, 255, np.uint8), 0
+        return np.full((len(column) + 7) // 8 + 1, 255, np.uint8), 0
     return np.frombuffer(column.buffers()[0], np.uint8), column.offset
 
 
