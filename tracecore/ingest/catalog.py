@@ -297,9 +297,9 @@ def _duplicates_hidden(workers: list[dict]) -> str:
     return ("\nWHERE NOT (\n" + "\n    OR ".join(conds) + "\n)") if conds else ""
 
 
-# The sums of one bin, in SQL over packet rows (link_bins.add_missing, LINK_BINS_FROM_PACKETS).
+# The sums of one bin, in SQL over packet rows (upgrade.add_link_bins, LINK_BINS_FROM_PACKETS).
 SUMS_SQL = "ts_ns // 1000000 AS ms, sum(frame_len)::BIGINT AS bytes, min(ts_ns) AS first_ns"
-# The part files' captures without stored bins (link_bins.add_missing sums them; `link_bins`
+# The part files' captures without stored bins (upgrade.add_link_bins sums them; `link_bins`
 # sums packets while there are any), over the tables `_files` and `_link_bins`.
 UNBINNED_SQL = (
     "FROM _files AS f WHERE rows > 0"

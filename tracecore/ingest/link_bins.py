@@ -19,9 +19,6 @@ from tracecore.schema import PACKET_SCHEMA
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from pathlib import Path
-
-    from tracecore.ingest.dataset_tables import State
 
 BIN_NS = 1_000_000
 BINS_SCHEMA = pa.schema(
@@ -170,46 +167,6 @@ def concat(tables: Iterable[pa.Table]) -> pa.Table:
     """One TABLE_SCHEMA table of these (none: empty)."""
     tables = [t if t.schema == TABLE_SCHEMA else t.cast(TABLE_SCHEMA) for t in tables if t.num_rows]
     return pa.concat_tables(tables) if tables else pa.Table.from_batches([], schema=TABLE_SCHEMA)
-
-
-def add_missing(out: Path, state: State) -> int:
-    """Add to `state` the bins of every capture whose part files have rows but that has none stored (a
-    dataset ingested before bins were kept), summed from its part files; returns how many captures.
-
-    Why at ingest: the catalog's `link_bins` reads the stored bins only when they cover every part file
-    (else it sums `packets` at each query), and an ingest that adds a run should not leave the others'
-    views slow."""
-    files, stored = state.tables["_files"], state.tables["_link_bins"]
-    if files.num_rows == 0:  # a new dataset: nothing stored yet
-        return 0
-    import duckdb
-
-    from tracecore.ingest.catalog import SUMS_SQL, UNBINNED_SQL
-
-    summed = (
-        f"SELECT $run AS run, $file AS file, src_ip::VARCHAR AS src_ip, dst_ip::VARCHAR AS dst_ip, {SUMS_SQL}"
-        " FROM read_parquet($paths, union_by_name = true) GROUP BY ALL"
-    )
-    con = duckdb.connect()
-    try:
-        con.register("_files", files)
-        con.register("_link_bins", stored)
-        missing = con.execute(
-            f"SELECT run, file, list(path ORDER BY path) {UNBINNED_SQL} GROUP BY run, file ORDER BY run, file"
-        ).fetchall()
-        tables, added = [stored], 0
-        for run, file, parts in missing:
-            params = {"run": run, "file": file, "paths": [str(out / p) for p in parts]}
-            try:
-                tables.append(con.sql(summed, params=params).to_arrow_table())
-                added += 1
-            except duckdb.Error:  # a part file gone or damaged: the ingest reads its capture again
-                continue  # (`_plan`); until then the catalog sums `packets` for the link views
-    finally:
-        con.close()
-    if added:
-        state.tables["_link_bins"] = concat(tables)
-    return added
 
 
 def _sorted_bins(batch: pa.RecordBatch, ts: np.ndarray, sids: np.ndarray, dids: np.ndarray) -> tuple:

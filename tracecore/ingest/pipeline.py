@@ -34,7 +34,7 @@ from tracecore.ingest.discover import CaptureFile, RunSource, discover
 from tracecore.ingest.fileid import file_id
 from tracecore.ingest.lock import dataset_lock
 from tracecore.ingest.summary import CaptureOutcome, IngestSummary
-from tracecore.ingest.upgrade import upgrade_parts
+from tracecore.ingest.upgrade import add_link_bins, upgrade_parts
 from tracecore.ingest.workers import assign, capture_mode, shared_address_message, shared_addresses
 from tracecore.ingest.writer import CaptureResult, CaptureTask
 from tracecore.schema import SCHEMA_VERSION, part_metadata
@@ -107,7 +107,7 @@ def ingest(
             if state.schema_version < SCHEMA_VERSION:
                 upgrade_parts(out, state)
                 state.schema_version = SCHEMA_VERSION  # what the commit records
-            link_bins.add_missing(out, state)
+            add_link_bins(out, state)
             stage.mkdir(parents=True)
         except OSError as err:
             raise DatasetError(f"{out}: cannot prepare the dataset directory: {err.strerror or err}") from err

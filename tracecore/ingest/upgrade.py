@@ -21,6 +21,8 @@ import os
 from pathlib import Path
 
 from tracecore.arrow_rows import table_from_rows
+from tracecore.ingest import link_bins
+from tracecore.ingest.catalog import SUMS_SQL, UNBINNED_SQL
 from tracecore.ingest.dataset_tables import State
 from tracecore.ingest.layout import part_id
 from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, SCHEMA_VERSION, part_metadata
@@ -79,3 +81,41 @@ def _record(row: dict, path: Path) -> None:
     """What `_files` says of a file the upgrade wrote: its size and checksum, every column stored."""
     row["size"], row["checksum"] = part_id(path)
     row["layers"] = True
+
+
+def add_link_bins(out: Path, state: State) -> int:
+    """Add to `state` the bins of every capture whose part files have rows but that has none stored (a
+    dataset ingested before bins were kept), summed from its part files; returns how many captures.
+
+    Why at ingest: the catalog's `link_bins` reads the stored bins only when they cover every part file
+    (else it sums `packets` at each query), and an ingest that adds a run should not leave the others'
+    views slow."""
+    files, stored = state.tables["_files"], state.tables["_link_bins"]
+    if files.num_rows == 0:  # a new dataset: nothing stored yet
+        return 0
+    import duckdb
+
+    summed = (
+        f"SELECT $run AS run, $file AS file, src_ip::VARCHAR AS src_ip, dst_ip::VARCHAR AS dst_ip, {SUMS_SQL}"
+        " FROM read_parquet($paths, union_by_name = true) GROUP BY ALL"
+    )
+    con = duckdb.connect()
+    try:
+        con.register("_files", files)
+        con.register("_link_bins", stored)
+        missing = con.execute(
+            f"SELECT run, file, list(path ORDER BY path) {UNBINNED_SQL} GROUP BY run, file ORDER BY run, file"
+        ).fetchall()
+        tables, added = [stored], 0
+        for run, file, parts in missing:
+            params = {"run": run, "file": file, "paths": [str(out / p) for p in parts]}
+            try:
+                tables.append(con.sql(summed, params=params).to_arrow_table())
+                added += 1
+            except duckdb.Error:  # a part file gone or damaged: the ingest reads its capture again
+                continue  # (`_plan`); until then the catalog sums `packets` for the link views
+    finally:
+        con.close()
+    if added:
+        state.tables["_link_bins"] = link_bins.concat(tables)
+    return added
