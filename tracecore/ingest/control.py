@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tracecore.ingest.arrow_pool import use_system_pool
+
 
 @dataclass
 class IngestControl:
@@ -67,6 +69,7 @@ def init_worker(ticks: object, stop: object) -> None:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and cleans up
+    use_system_pool()
 
 
 class WorkerChannel:

@@ -29,6 +29,7 @@ from tracecore.errors import (
     TracecoreError,
 )
 from tracecore.ingest import executor, interrupt, layout, link_bins, testpause
+from tracecore.ingest.arrow_pool import system_pool
 from tracecore.ingest.control import IngestControl
 from tracecore.ingest.discover import CaptureFile, RunSource, discover
 from tracecore.ingest.fileid import file_id
@@ -97,7 +98,7 @@ def ingest(
     jobs = jobs or os.cpu_count() or 1
     control = control or IngestControl()
     summary = IngestSummary(out, problems=list(found.problems), warnings=list(found.warnings))
-    with _warm_up(found.runs), dataset_lock(out, wait_s), interrupt.watch() as sigint:
+    with _warm_up(found.runs), system_pool(), dataset_lock(out, wait_s), interrupt.watch() as sigint:
         layout.refuse_links(out)  # before anything under OUT is read, written or deleted
         had_dataset = (out / layout.CATALOG_NAME).is_file()
         state = _load_state(out, force)
