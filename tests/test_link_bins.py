@@ -64,8 +64,7 @@ def test_bins_sum_every_packet_the_reader_yields(path: Path, grouping: str, monk
     """Every corpus capture (IPv4, IPv6, non-IP frames without addresses, RoCE, tunnels, pcapng with
     several interfaces), in small batches so bins straddle them, by both of `add`'s ways."""
     if grouping == "sorted":
-        monkeypatch.setattr(link_bins, "_DIRECT_MIN", 0)
-        monkeypatch.setattr(link_bins, "_DIRECT_PER_ROW", 0)
+        monkeypatch.setattr(link_bins, "SLOTS_MAX", 0)
     batches, _ = _read(path)
     bins = link_bins.LinkBins()
     for batch in batches:
@@ -110,6 +109,25 @@ def test_milliseconds_truncate_toward_zero_as_duckdb_divides() -> None:
         ("a", 1): (250, 1_000_000),
     }
     _assert_same(bins.table(), [batch])
+
+
+def test_a_batch_out_of_time_order_sums_each_bin_once() -> None:
+    """The kernel turns a millisecond's slots into rows when the millisecond changes: a batch not in
+    time order (the reader's are; `add` takes any) revisits bins, whose rows `table` sums into one."""
+    ts = [5_000_100, 3_000_000, 5_000_200, 3_000_001, 5_000_050, 4_000_000, 3_999_999, 5_000_300]
+    src = ["a", "a", "a", "b", "a", None, "a", "a"]
+    batch = _batch(ts, [10, 20, 30, 40, 50, 60, 70, 80], src, ["c"] * 8)
+    bins = link_bins.LinkBins()
+    bins.add(batch)
+    bins.add(_batch([3_000_500, 5_000_000], [1, 2], ["a", "a"], ["c", "c"]))  # bins straddle batches
+    got = {(r["src_ip"], r["ms"]): (r["bytes"], r["first_ns"]) for r in bins.table().to_pylist()}
+    assert got == {
+        ("a", 3): (20 + 70 + 1, 3_000_000),
+        ("b", 3): (40, 3_000_001),
+        ("a", 5): (10 + 30 + 50 + 80 + 2, 5_000_000),
+        (None, 4): (60, 4_000_000),
+    }
+    assert bins.table().num_rows == 4
 
 
 def _assert_catalog_bins(out: Path, stored: bool = True) -> None:

@@ -33,9 +33,9 @@ BINS_SCHEMA = pa.schema(
 TABLE_SCHEMA = pa.schema([("run", pa.string()), ("file", pa.string()), *BINS_SCHEMA])  # `_link_bins`
 _TS, _LEN = PACKET_SCHEMA.get_field_index("ts_ns"), PACKET_SCHEMA.get_field_index("frame_len")
 _SRC, _DST = PACKET_SCHEMA.get_field_index("src_ip"), PACKET_SCHEMA.get_field_index("dst_ip")
-# A batch is summed into an array of one slot per (pair, ms) of its span when that array has at most
-# max(_DIRECT_MIN, _DIRECT_PER_ROW · rows) slots (24 bytes each), else grouped by sorting (slower).
-_DIRECT_MIN, _DIRECT_PER_ROW = 1 << 16, 1
+# A batch is summed by the kernel, one slot per address pair (24 bytes each), while the pairs are at
+# most SLOTS_MAX (256 addresses), else grouped by sorting (slower).
+SLOTS_MAX = 1 << 16
 # A capture whose bins outgrow both is not binned (traffic of many hosts at low rates: nearly a bin a
 # packet, which would only hold its packets twice in memory); it keeps one row with a NULL `ms`
 # (`dropped`), and while any capture has it the catalog's `link_bins` sums packets.
@@ -51,7 +51,9 @@ class LinkBins:
         self._ids: dict[str, int] = {}  # address text → id; id 0 is "no address" (non-IP frames)
         self._chunks: list[tuple[np.ndarray, ...]] = []
         self._rows = self._packets = 0
-        self._buffer = np.empty((0, 3), np.int64)
+        self._acc = np.empty((0, 3), np.int64)  # the kernel's scratch (`_buffers`)
+        self._touched = np.empty(0, np.int64)
+        self._out = np.empty((5, 0), np.int64)
         self.dropped = False
 
     def add(self, batch: pa.RecordBatch) -> None:
@@ -63,15 +65,14 @@ class LinkBins:
         ts = numpy_values(batch.column(_TS), np.int64)
         src, dst = batch.column(_SRC), batch.column(_DST)
         sids, dids = self._address_ids(src), self._address_ids(dst)
-        lo, hi = int(_bin(ts.min())), int(_bin(ts.max()))
-        width, span = len(self._ids) + 1, hi - lo + 1
-        if width * width * span > max(_DIRECT_MIN, _DIRECT_PER_ROW * n):  # many addresses or a long span
+        width = len(self._ids) + 1
+        if width * width > SLOTS_MAX:  # many addresses: a slot per pair would be too large
             self._keep(_sorted_bins(batch, ts, sids, dids))
             return
         from tracecore.reader.compiled import kernels
 
-        acc = self._slots(width * width * span)
-        kernels().bin_bytes(
+        acc, touched, out = self._buffers(width * width, n)
+        rows = kernels().bin_bytes(
             ts,
             numpy_values(batch.column(_LEN), np.uint32),
             numpy_values(src.indices, np.int32),
@@ -80,22 +81,23 @@ class LinkBins:
             sids,
             dids,
             width,
-            lo,
             acc,
+            touched,
+            out,
         )
-        slots = np.flatnonzero(acc[:, 1])
-        offset, pair = np.divmod(slots, width * width)
-        s, d = np.divmod(pair, width)
-        self._keep((s, d, offset + lo, acc[slots, 0], acc[slots, 2]))
-        acc[slots] = _EMPTY_SLOT  # the buffer is clean again for the next batch
+        self._keep(tuple(out[:, :rows].copy()))
 
-    def _slots(self, size: int) -> np.ndarray:
-        """`size` empty slots (bytes, packets, earliest ts_ns), from one buffer reused batch after batch:
-        a fresh array of a few MB a batch is fresh pages the kernel faults in, 50 k faults a GB."""
-        if len(self._buffer) < size:
-            self._buffer = np.empty((size, 3), np.int64)
-            self._buffer[:] = _EMPTY_SLOT
-        return self._buffer[:size]
+    def _buffers(self, slots: int, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The kernel's scratch, reused batch after batch (fresh arrays a batch would be fresh pages
+        to fault in): `slots` empty slots (the kernel leaves them empty), a list of as many, and room
+        for `rows` bins."""
+        if len(self._acc) < slots:
+            self._acc = np.empty((slots, 3), np.int64)
+            self._acc[:] = _EMPTY_SLOT
+            self._touched = np.empty(slots, np.int64)
+        if self._out.shape[1] < rows:
+            self._out = np.empty((5, rows), np.int64)
+        return self._acc[:slots], self._touched, self._out
 
     def _keep(self, chunk: tuple[np.ndarray, ...]) -> None:
         self._chunks.append(chunk)

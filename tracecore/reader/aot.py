@@ -43,8 +43,8 @@ SIGNATURES = {
     "pcapng_blocks": f"UniTuple(int64, 2)(uint8[::1], int64, boolean, int64[:, ::1], int64, int64, int64, "
     f"{_ARRAYS})",
     "reset_table": "void(uint64[:, ::1], uint64[:, ::1], uint8[::1], int64[:, ::1], int64[::1])",
-    "bin_bytes": "void(int64[::1], uint32[::1], int32[::1], int32[::1], uint8[::1], int64, uint8[::1], "
-    "int64, int32[::1], int32[::1], int64, int64, int64[:, ::1])",
+    "bin_bytes": "int64(int64[::1], uint32[::1], int32[::1], int32[::1], uint8[::1], int64, uint8[::1], "
+    "int64, int32[::1], int32[::1], int64, int64[:, ::1], int64[::1], int64[:, ::1])",
 }
 
 

@@ -1201,24 +1201,56 @@ def _bin_add(k, t, size, acc):
         acc[k, 2] = t
 
 
-@njit(nogil=True, cache=True, _nrt=False)
-def bin_bytes(ts, flen, src, dst, sbits, soff, dbits, doff, sids, dids, width, lo, acc):
-    """Add each packet's frame_len to its (millisecond, source, destination) slot of `acc` (column 0),
-    count it (1) and keep the slot's earliest timestamp (2) (ingest/link_bins.py: slot =
-    (ms − lo)·width² + s·width + d, so packets close in time share cache lines).
+@njit(nogil=True, cache=True, _nrt=False, inline="always")
+def _bin_flush(ms, width, acc, touched, nt, out, k):
+    """Write the `nt` slots of `acc` listed in `touched` as column `k` of `out` (rows s, d, ms, bytes,
+    first), empty them again, and return the next free column."""
+    for j in range(nt):
+        slot = touched[j]
+        out[0, k] = slot // width
+        out[1, k] = slot % width
+        out[2, k] = ms
+        out[3, k] = acc[slot, 0]
+        out[4, k] = acc[slot, 2]
+        acc[slot, 0] = 0
+        acc[slot, 1] = 0
+        acc[slot, 2] = 9223372036854775807
+        k += 1
+    return k
 
+
+@njit(nogil=True, cache=True, _nrt=False)
+def bin_bytes(ts, flen, src, dst, sbits, soff, dbits, doff, sids, dids, width, acc, touched, out):
+    """Sum each packet's frame_len per (source, destination, millisecond), with the bin's earliest
+    timestamp, into the columns of `out` (its rows: s, d, ms, bytes, first); returns how many.
+
+    One slot of `acc` per address pair (bytes, packets, earliest ts; empty: 0, 0, int64 max) holds the
+    current millisecond, whose slots (listed in `touched`) become rows when the millisecond changes:
+    a reader batch is in time order, so each bin is one row and memory does not grow with the time a
+    batch spans. Out of order, a bin may come out in several rows (ingest/link_bins.py sums them).
     `src`/`dst` are a batch's dictionary indices, valid where their bitmaps (from bit `soff`/`doff`)
     say, all of them when both bitmaps are empty; `sids`/`dids` map index + 1 to an address id (0: no
     address)."""
-    area = width * width
-    if sbits.shape[0] == 0 and dbits.shape[0] == 0:  # no frame without addresses: no bit to test
-        for i in range(ts.shape[0]):
-            t = ts[i]
-            _bin_add((_ms(t) - lo) * area + sids[src[i] + 1] * width + dids[dst[i] + 1], t, flen[i], acc)
-        return
-    for i in range(ts.shape[0]):
+    n = ts.shape[0]
+    check = sbits.shape[0] != 0 or dbits.shape[0] != 0  # else no frame without addresses: no bit to test
+    k = nt = 0
+    cur = _ms(ts[0]) if n else 0
+    for i in range(n):
         t = ts[i]
-        j, m = soff + i, doff + i
-        s = sids[src[i] + 1] if (sbits[j >> 3] >> (j & 7)) & 1 else 0
-        d = dids[dst[i] + 1] if (dbits[m >> 3] >> (m & 7)) & 1 else 0
-        _bin_add((_ms(t) - lo) * area + s * width + d, t, flen[i], acc)
+        ms = _ms(t)
+        if ms != cur:
+            k = _bin_flush(cur, width, acc, touched, nt, out, k)
+            nt = 0
+            cur = ms
+        if check:
+            j, m = soff + i, doff + i
+            s = sids[src[i] + 1] if (sbits[j >> 3] >> (j & 7)) & 1 else 0
+            d = dids[dst[i] + 1] if (dbits[m >> 3] >> (m & 7)) & 1 else 0
+        else:
+            s, d = sids[src[i] + 1], dids[dst[i] + 1]
+        slot = s * width + d
+        if acc[slot, 1] == 0:
+            touched[nt] = slot
+            nt += 1
+        _bin_add(slot, t, flen[i], acc)
+    return _bin_flush(cur, width, acc, touched, nt, out, k)
