@@ -2,7 +2,7 @@
 
 Why: pyarrow's default pool (mimalloc) takes fresh 2 MB huge pages for the Parquet encoders' buffers
 of every batch and hands them back, so each batch pays the kernel to zero them again; with the system
-allocator ingest's peak RSS is ~50 MB lower and its kernel time ~20 % lower on the same captures
+allocator ingest's peak RSS is 7-8 % lower and its kernel time ~10 % lower on the same captures
 (bench/results/arrow-pool.md). A user who set ARROW_DEFAULT_MEMORY_POOL keeps that pool.
 """
 
