@@ -150,6 +150,20 @@ def test_console_script_never_imports_pydantic_for_ingest(tmp_path: Path) -> Non
     assert " pydantic" not in again.stderr
 
 
+def test_ingest_leaves_duckdb_to_the_drafts_thread() -> None:
+    """The ingest pipeline's modules import no DuckDB (70-80 ms, holding the GIL): a new dataset's
+    catalog draft imports it on its own thread while the captures are read, and the main thread's
+    start-up stays short. A module-level import of the catalog's SQL in upgrade.py put it back."""
+    code = (
+        "import sys, tracecore.ingest.pipeline; "
+        "print(sorted({'duckdb', 'tracecore.ingest.catalog'} & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
 def test_console_script_never_imports_pandas_for_ingest(tmp_path: Path) -> None:
     """`tracecore ingest` of a run with a training log, new and again (its state read back), makes
     its small tables without pyarrow's Python conversion, which imports pandas when it is installed

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from tracecore.arrow_rows import table_from_rows
 from tracecore.ingest import link_bins
-from tracecore.ingest.catalog import SUMS_SQL, UNBINNED_SQL
 from tracecore.ingest.dataset_tables import State
 from tracecore.ingest.layout import part_id
 from tracecore.schema import BYTE_COLUMNS, DATASET_SCHEMA, LAYER_COLUMNS, SCHEMA_VERSION, part_metadata
@@ -93,7 +92,9 @@ def add_link_bins(out: Path, state: State) -> int:
     files, stored = state.tables["_files"], state.tables["_link_bins"]
     if files.num_rows == 0:  # a new dataset: nothing stored yet
         return 0
-    import duckdb
+    import duckdb  # here: an ingest into a new dataset imports DuckDB on the draft's thread only
+
+    from tracecore.ingest.catalog import SUMS_SQL, UNBINNED_SQL
 
     summed = (
         f"SELECT $run AS run, $file AS file, src_ip::VARCHAR AS src_ip, dst_ip::VARCHAR AS dst_ip, {SUMS_SQL}"
