@@ -246,3 +246,18 @@ def test_a_capture_of_nearly_a_bin_a_packet_is_not_binned_and_the_views_sum_pack
         assert other.fetchone()[0] > 0
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("text", ["torch_ddp-resnet8w8-sgd-16-gloo-normal-ring", "", "run é∂ 名"])
+@pytest.mark.parametrize("n", [0, 1, 3000])
+def test_a_captures_run_and_file_repeat_on_every_bin(text: str, n: int) -> None:
+    """`with_capture` puts the run and file (any text, empty too) in front of each of the bins."""
+    addresses = pa.array([f"10.0.0.{i % 7}" for i in range(n)], pa.string())
+    numbers = pa.array(range(n), pa.int64())
+    bins = pa.Table.from_arrays([addresses] * 2 + [numbers] * 3, schema=link_bins.BINS_SCHEMA)
+    table = link_bins.with_capture(bins, text, text[::-1])
+    table.validate(full=True)
+    assert table.schema == link_bins.TABLE_SCHEMA
+    assert table["run"].to_pylist() == [text] * n
+    assert table["file"].to_pylist() == [text[::-1]] * n
+    assert table.drop_columns(["run", "file"]).equals(bins)

@@ -145,9 +145,17 @@ def _grouped(s: np.ndarray, d: np.ndarray, ms: np.ndarray, nbytes: np.ndarray, f
 
 def with_capture(bins: pa.Table, run: str, file: str) -> pa.Table:
     """A capture's bins with its run and file (the capture's identity in `_files`) in front."""
-    ones = np.ones(bins.num_rows, np.int64)
-    const = [_addresses(ones, [b"", value.encode()]) for value in (run, file)]
+    const = [_repeated(value, bins.num_rows) for value in (run, file)]
     return pa.Table.from_arrays([*const, *bins.columns], schema=TABLE_SCHEMA)
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    """A string array of `text` n times, from its buffers (`_addresses` gathers each row's bytes)."""
+    data = text.encode()
+    if len(data) * n > (1 << 31) - 1:  # past 32-bit offsets: Arrow's own builder errs as it would
+        return array([text] * n, pa.string())
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(data))
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
 
 
 def of_run(stored: pa.Table, run: str, captures: list[dict], new: dict[str, pa.Table | None]) -> pa.Table:
