@@ -738,6 +738,14 @@ MUTANTS = [
         LINK_BINS_TESTS,
     ),
     Mutant(
+        "kernel.bins_slot_not_emptied",
+        "tracecore/reader/kernel.py",
+        "        acc[slot, 1] = 0\n",
+        "        acc[slot, 1] = 1\n",
+        "a written-out slot still counts as touched: its pair's later milliseconds are never written",
+        LINK_BINS_TESTS,
+    ),
+    Mutant(
         "link_series.bins_at_the_wrong_width",
         "queries/link_series.sql",
         "ms // (bin_ns::BIGINT // 1000000) AS k",
