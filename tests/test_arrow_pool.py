@@ -27,6 +27,20 @@ def test_system_pool_inside_and_the_previous_pool_after(monkeypatch: pytest.Monk
     assert pa.default_memory_pool().backend_name == before
 
 
+def test_ingests_on_two_threads_leave_the_pool_they_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two ingests at once (threads of one process) leave their blocks in either order: the system
+    pool holds until both have left, then the pool found before the first is back."""
+    monkeypatch.delenv(CHOSEN_BY_USER, raising=False)
+    before = pa.default_memory_pool().backend_name
+    first, second = system_pool(), system_pool()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first ingest ends while the second still runs
+    assert pa.default_memory_pool().backend_name == "system"
+    second.__exit__(None, None, None)
+    assert pa.default_memory_pool().backend_name == before
+
+
 def test_a_pool_the_user_chose_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CHOSEN_BY_USER, "mimalloc")
     before = pa.default_memory_pool().backend_name

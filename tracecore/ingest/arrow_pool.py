@@ -10,26 +10,40 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 CHOSEN_BY_USER = "ARROW_DEFAULT_MEMORY_POOL"  # Arrow's own variable: the user's choice wins
+_lock = threading.Lock()
+_inside = 0  # ingests inside `system_pool` now (several may run at once on threads of one process)
+_previous: Any = None  # the pool the first of them found, restored when the last leaves
 
 
 @contextlib.contextmanager
 def system_pool() -> Iterator[None]:
-    """Arrow's default pool is the system allocator inside the block, the previous pool after it
-    (buffers remember the pool they came from, so freeing them later is safe)."""
+    """Arrow's default pool is the system allocator inside the block, and the pool found before it
+    once every block open at the same time (ingests on several threads) has left (buffers remember
+    the pool they came from, so freeing them later is safe)."""
+    global _inside, _previous
     if os.environ.get(CHOSEN_BY_USER):
         yield
         return
     import pyarrow as pa
 
-    previous = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
+    with _lock:
+        if _inside == 0:
+            _previous = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _inside += 1
     try:
         yield
     finally:
-        pa.set_memory_pool(previous)
+        with _lock:
+            _inside -= 1
+            if _inside == 0:
+                pa.set_memory_pool(_previous)
+                _previous = None
 
 
 def use_system_pool() -> None:
