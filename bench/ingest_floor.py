@@ -116,6 +116,12 @@ def measure(data: Path, reps: int, cores: int) -> dict:
             rows["encode"].append(_child("encode", [str(dataset)], cores))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    decoded, encoded = rows["decode"][0]["packets"], rows["encode"][0]["packets"]
+    if decoded != encoded:  # e.g. run folders nested deeper than ingest reads: not the same work
+        raise SystemExit(
+            f"bench.ingest_floor: {data}: the reader decoded {decoded:,} packets but the ingest stored "
+            f"{encoded:,}; pass a run folder or a folder of run folders"
+        )
     med = {k: statistics.median(v) for k, v in rows.items() if k not in ("decode", "encode")}
     for k in ("decode", "encode"):
         med[f"{k}_wall_s"] = statistics.median(r["wall_s"] for r in rows[k])
@@ -125,8 +131,8 @@ def measure(data: Path, reps: int, cores: int) -> dict:
         "data": str(data),
         "files": len(files),
         "bytes": sum(os.path.getsize(f) for f in files),
-        "packets": rows["decode"][0]["packets"],
-        "encoded_rows": rows["encode"][0]["packets"],
+        "packets": decoded,
+        "encoded_rows": encoded,
         "reps": reps,
         "cores": cores,
         "runs": rows,

@@ -33,3 +33,11 @@ def test_floor_of_the_sample(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert text == capsys.readouterr().out.rstrip("\n") + "\n"
     assert f"**{m['floor']:.3f}**" in text
     assert f"dpkt loop 9.5 s (given): tracecore {9.5 / m['ingest']:.1f}x" in text
+
+
+@pytest.mark.slow
+def test_a_folder_whose_captures_ingest_does_not_read_is_refused() -> None:
+    """tracecore/sample holds a run and, one level deeper, another that ingest does not read: the floor
+    would compare different work, so it stops with one line instead."""
+    with pytest.raises(SystemExit, match="decoded 22,863 packets but the ingest stored 17,027"):
+        main(["--data", str(sample_run().parent), "--reps", "1", "--cores", "2"])
