@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-shuffled lint system-deps kernels test-kernels bench bench-captures bench-ab mutants clean
+.PHONY: demo test test-shuffled lint system-deps demo-deps kernels test-kernels bench bench-captures bench-ab mutants clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -19,18 +19,23 @@ $(BENCH_DEPS): $(STAMP) bench/requirements.txt
 	$(PY) -m pip install -q -r bench/requirements.txt
 	touch $(BENCH_DEPS)
 
+# Everything the tests, bench and runners use (ssh and slurm daemons, tshark, chromium, ...).
 system-deps:
 	bash scripts/install-system-deps.sh
 
+# Only what the demo needs: a C compiler and Python's headers for the kernels' ahead-of-time build.
+demo-deps:
+	bash scripts/install-system-deps.sh --demo
+
 # The reader's kernels compiled ahead of time (tracecore/reader/aot.py): skipped when current.
-kernels: $(STAMP) system-deps
+kernels: $(STAMP) demo-deps
 	$(PY) -m tracecore.reader.aot --if-stale
 
 # The suite compares both builds of the kernels: the module and numba's JIT cache, compiled side by side.
 test-kernels: $(STAMP) system-deps
 	$(PY) -m tracecore.reader.aot --if-stale --jit-cache
 
-demo: $(STAMP) system-deps kernels
+demo: $(STAMP) demo-deps kernels
 	$(VENV)/bin/tracecore demo
 
 lint: $(STAMP)

@@ -1,6 +1,7 @@
 """`make system-deps` (scripts/install-system-deps.sh) installs every tool the runners and their tests
 call that a minimal Debian lacks: a tool is either in a package the script installs or in one of
 Debian's `Priority: required` packages (what debootstrap's minbase and the debian:*-slim images hold).
+`make demo` installs only the demo's set (`--demo`): no daemons as root for a first look.
 
 Why: the ssh runner's probe and cleanup call `ps` (procps, Priority important: absent from minimal
 images), and a tool nobody installs fails only on the first fresh machine.
@@ -8,7 +9,6 @@ images), and a tool nobody installs fails only on the first fresh machine.
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -35,9 +35,49 @@ def _package(tool: str) -> str:
     return owners.pop()
 
 
+def _listed(*options: str) -> set[str]:
+    """The packages of the script's set (`--list`: printed whether installed or not)."""
+    argv = ["bash", str(SCRIPT), *options, "--list"]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def _make_dry_run(target: str) -> list[str]:
+    """The commands `make -n TARGET` would run, one a line."""
+    out = subprocess.run(
+        [require_tool("make"), "-n", "--no-print-directory", target],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.splitlines()
+
+
+def test_the_demo_set_is_the_kernels_build_and_no_daemon() -> None:
+    demo, full = _listed("--demo"), _listed()
+    assert demo == {"gcc", "python3-dev"}  # numba.pycc's compiler and Python.h: `make kernels`
+    assert {"openssh-server", "slurmctld", "slurmd", "munge", "chromium", "tshark"} <= full - demo
+
+
+def test_make_demo_installs_the_demo_set_and_make_test_the_full_one() -> None:
+    demo = [line for line in _make_dry_run("demo") if SCRIPT.name in line]
+    assert demo == [f"bash scripts/{SCRIPT.name} --demo"]
+    full = [line for line in _make_dry_run("test") if SCRIPT.name in line]
+    assert f"bash scripts/{SCRIPT.name}" in full
+
+
+def test_an_unknown_option_is_refused() -> None:
+    out = subprocess.run(["bash", str(SCRIPT), "--dmeo"], capture_output=True, text=True, check=False)
+    assert (out.returncode, out.stderr.strip()) == (
+        2,
+        "install-system-deps: unknown option --dmeo (use --demo, --list)",
+    )
+
+
 def test_every_tool_the_runners_call_is_installed_by_the_script_or_in_every_debian() -> None:
     require_tool("dpkg-query")
-    installs = set(re.findall(r"need\+=\(([a-z0-9.+-]+)\)", SCRIPT.read_text(encoding="utf-8")))
+    installs = _listed()
     owners = {tool: _package(tool) for tool in CALLED}
     priority = {
         pkg: subprocess.run(
