@@ -64,6 +64,63 @@ def _holds_runs(folder: Path) -> bool:
         return False
 
 
+# How far and how much the "runs sit deeper" hint looks: it names folders, it reads nothing.
+HINT_DEPTH = 4  # run folders up to this many levels below the folder given
+HINT_ENTRIES = 5000  # folder entries looked at, all levels together
+HINT_SHOWN = 8  # folders named in the message
+
+
+def _folders_of_runs(folder: Path) -> list[Path]:
+    """The folders under `folder` that hold run folders (folders with a capture file), breadth first,
+    at most HINT_DEPTH levels down and HINT_ENTRIES entries looked at.
+
+    Why: `ingest DIR` reads DIR's run folders one level down only; a corpus grouped one level more
+    (DIR/group/run/) would otherwise be answered "no capture files" without saying where they are."""
+    holders: list[Path] = []
+    level, budget = [folder], HINT_ENTRIES
+    for _depth in range(HINT_DEPTH):
+        below: list[Path] = []
+        for parent in level:
+            try:
+                subs = sorted(p for p in parent.iterdir() if not p.name.startswith((".", "_")))
+            except OSError:
+                continue
+            for sub in subs:
+                budget -= 1
+                if budget < 0:
+                    return holders
+                if not sub.is_dir():
+                    continue
+                try:
+                    files = [f for f in sub.iterdir() if f.is_file() and not f.name.startswith(".")]
+                except OSError:
+                    continue
+                looked = files[: max(budget, 0)]
+                budget -= len(looked)
+                if any(_is_capture(f, sniff(f)) for f in looked):
+                    if parent not in holders:
+                        holders.append(parent)
+                else:
+                    below.append(sub)
+        level = below
+    return holders
+
+
+def _no_captures(path: Path) -> str:
+    """Why a folder gave no run: and where its runs are, when they sit deeper than ingest reads."""
+    holders = [h for h in _folders_of_runs(path) if h != path]
+    if not holders:
+        return "no capture files in it or in its subfolders"
+    levels = {len(h.relative_to(path).parts) + 1 for h in holders}
+    where = f"{levels.pop()} levels down" if len(levels) == 1 else "deeper"
+    shown = " ".join(str(h) for h in holders[:HINT_SHOWN])
+    more = f" (and {len(holders) - HINT_SHOWN} more)" if len(holders) > HINT_SHOWN else ""
+    return (
+        f"no capture files in it or in its subfolders, but run folders sit {where}: pass the folders "
+        f"that hold them: tracecore ingest {shown}{more}"
+    )
+
+
 def worker_key(name: str) -> tuple[str, int]:
     """`worker-0-tcpdump.pcap3.gz` → (`worker-0-tcpdump`, 3); `w1.pcap` → (`w1`, 0)."""
     base = _COMPRESSION_EXT.sub("", name)
@@ -273,7 +330,7 @@ def discover(paths: list[Path]) -> Discovery:
                         f"{sub}: a folder of run folders inside {path}; not ingested (pass it)"
                     )
             if len(found.runs) == before:
-                found.problems.append((str(path), "no capture files in it or in its subfolders"))
+                found.problems.append((str(path), _no_captures(path)))
     return _merge_duplicates(found)
 
 
