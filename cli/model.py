@@ -14,7 +14,7 @@ import typer
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.optimus import optimus_app
 from tracecore.cli.optimus_ridge import optimus_ridge
-from tracecore.cli.options import Dataset, Figure, FormatOpt, Out, Runs
+from tracecore.cli.options import DATA_ENV, Dataset, Figure, FormatOpt, Out, Runs
 from tracecore.cli.output import Format, emit_model
 
 model_app = typer.Typer(
@@ -32,6 +32,7 @@ def register(app: typer.Typer) -> None:
 @model_app.command("scaling", cls=PlainUsage)
 @boundary
 def scaling(
+    ctx: typer.Context,
     times: Annotated[
         Path | None,
         typer.Argument(
@@ -57,8 +58,11 @@ def scaling(
         Path | None,
         typer.Option(
             "--data",
-            help="Dataset directory: captured runs (measured epoch times and wire bytes per worker).",
-            show_default="none",
+            help="Dataset directory: captured runs (measured epoch times and wire bytes per worker), "
+            "read when no other input is given.",
+            envvar=DATA_ENV,
+            show_envvar=True,
+            show_default="./tracecore-data",
         ),
     ] = None,
     run: Runs = None,
@@ -84,7 +88,8 @@ def scaling(
 ) -> None:
     """Speedups, compute/communication split and ring all-reduce bandwidth per (GPUs, batch size).
 
-    --data fits the measured epoch times of a dataset's loss-free runs (two epochs or more).
+    --data fits the measured epoch times of a dataset's loss-free runs (two epochs or more); with
+    no input given, the dataset of every command ($TRACECORE_DATA or ./tracecore-data) is read.
     Such runs come from `tracecore run runners/examples/ddp_scaling_sweep.toml --ingest`.
     --run picks some of them by name or glob.
 
@@ -94,11 +99,13 @@ def scaling(
     """
     from tracecore.models import tasks
 
+    # $TRACECORE_DATA is the default dataset (tasks.scaling reads it), never a second input beside one given
+    given = getattr(ctx.get_parameter_source("data"), "name", None) == "COMMANDLINE"
     result = tasks.scaling(
         times=times,
         reference_study=reference_study,
         wandb=wandb,
-        data=data,
+        data=data if given else None,
         runs=run,
         epoch=epoch,
         n_params=n_params,

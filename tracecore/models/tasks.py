@@ -41,14 +41,24 @@ def scaling(
     bytes_per_param: int = 4,
 ) -> ModelResult:
     """Speedups, compute/communication split and ring all-reduce bandwidth from exactly one input;
-    `runs` (names or globs) picks the dataset's runs to fit when the input is `data`."""
+    `runs` (names or globs) picks the dataset's runs to fit when the input is `data`. With no input,
+    the input is the default dataset of every command ($TRACECORE_DATA or ./tracecore-data)."""
     import polars as pl
 
+    from tracecore.ingest.layout import default_data_dir
     from tracecore.models import reference_study as study
     from tracecore.models import scaling as scaling_model
 
-    if sum([times is not None, reference_study, bool(wandb), data is not None]) != 1:
-        raise UsageError("give exactly one input: a times CSV, --reference-study, --wandb FILE or --data DIR")
+    inputs = "give exactly one input: a times CSV, --reference-study, --wandb FILE or --data DIR"
+    given = sum([times is not None, reference_study, bool(wandb), data is not None])
+    if given > 1:
+        raise UsageError(inputs)
+    if given == 0:
+        data = default_data_dir()
+        if not data.exists():
+            raise UsageError(
+                f"{inputs} (no dataset at {data}, the default: $TRACECORE_DATA or ./tracecore-data)"
+            )
     if runs and data is None:
         raise UsageError("--run picks runs of a dataset: give it with --data")
     if data is not None:
