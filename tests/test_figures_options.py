@@ -175,6 +175,13 @@ def test_short_run_names_keep_what_differs() -> None:
     assert style.short_runs(["a-b"]) == {"a-b": "a-b"}  # one run: its name
     assert style.short_runs(["exp-a-x", "exp-b-c-x"]) == {"exp-a-x": "a", "exp-b-c-x": "b-c"}
     assert style.short_runs(["x", "x-y"]) == {"x": "x", "x-y": "y"}  # a name never becomes empty
+    # the GPU corpus: a convention name with a part added stays apart from the one without it
+    gpu = [
+        f"torch_ddp-{model}-sgd-32-nccl-normal-ring{added}"
+        for model, added in (("cnn3m", ""), ("mlp25m", ""), ("cnn3m", "-w4"))
+    ]
+    assert style.short_runs(gpu) == dict(zip(gpu, ["cnn3m", "mlp25m", "cnn3m-w4"], strict=True))
+    assert style.short_runs([gpu[0], gpu[2]]) == {gpu[0]: "ring", gpu[2]: "ring-w4"}
 
 
 def test_one_number_format() -> None:

@@ -63,29 +63,48 @@ BATCH_FIELD = 3  # a bare number there reads as "batch N"
 def short_runs(runs: Iterable[str]) -> dict[str, str]:
     """Each run's label: the `-`-separated parts of its name that differ between `runs`.
 
-    One run, or names that share nothing to drop, keep their full names; labels that would
-    collide fall back to the full name too.
+    Names of the naming convention (seven fields, then anything a run adds, such as `-w4`) keep the
+    fields that differ, the added parts as one more field (`cnn3m`, `mlp25m`, `cnn3m-w4`); other
+    names drop the parts they all start and end with. One run keeps its full name, and labels that
+    would be empty or collide fall back to the full names.
     """
     names = list(dict.fromkeys(runs))
     if len(names) < 2:
         return {n: n for n in names}
     parts = [n.split("-") for n in names]
-    if len({len(p) for p in parts}) == 1:  # the naming convention: keep the fields that differ
-        keep = [i for i in range(len(parts[0])) if len({p[i] for p in parts}) > 1]
-        prefix = {BATCH_FIELD: "batch "} if len(parts[0]) == CONVENTION_FIELDS else {}
-        labels = {
-            n: "-".join(prefix.get(i, "") + p[i] for i in keep) for n, p in zip(names, parts, strict=True)
-        }
-    else:  # otherwise drop the parts every name starts and ends with
-        head = _common(parts)
-        tail = _common([p[::-1] for p in parts])
-        labels = {
-            n: "-".join(p[head : len(p) - tail] if len(p) > head + tail else p)
-            for n, p in zip(names, parts, strict=True)
-        }
-    if len(set(labels.values())) < len(names) or not all(labels.values()):
-        return {n: n for n in names}
-    return labels
+    for labels in (_differing_fields(names, parts), _trimmed(names, parts)):
+        if labels and all(labels.values()) and len(set(labels.values())) == len(names):
+            return labels
+    return {n: n for n in names}
+
+
+def _differing_fields(names: list[str], parts: list[list[str]]) -> dict[str, str] | None:
+    """Labels of the fields that differ, when the names line up field by field (None otherwise)."""
+    convention = all(len(p) >= CONVENTION_FIELDS for p in parts)  # perhaps with parts added
+    if convention:
+        fields = [[*p[:CONVENTION_FIELDS], "-".join(p[CONVENTION_FIELDS:])] for p in parts]
+    elif len({len(p) for p in parts}) == 1:
+        fields = parts
+    else:
+        return None
+    keep = [i for i in range(len(fields[0])) if len({f[i] for f in fields}) > 1]
+    if convention and any(not any(f[i] for i in keep) for f in fields):  # only added parts differ
+        keep = [CONVENTION_FIELDS - 1, *keep]  # `ring`, `ring-w4`
+
+    def field(i: int, text: str) -> str:
+        return f"batch {text}" if convention and i == BATCH_FIELD and text.isdigit() else text
+
+    return {n: "-".join(field(i, f[i]) for i in keep if f[i]) for n, f in zip(names, fields, strict=True)}
+
+
+def _trimmed(names: list[str], parts: list[list[str]]) -> dict[str, str]:
+    """Labels without the parts every name starts and ends with."""
+    head = _common(parts)
+    tail = _common([p[::-1] for p in parts])
+    return {
+        n: "-".join(p[head : len(p) - tail] if len(p) > head + tail else p)
+        for n, p in zip(names, parts, strict=True)
+    }
 
 
 def _common(parts: list[list[str]]) -> int:
