@@ -662,7 +662,7 @@ MUTANTS = [
     # ---- TCP health (issue 27) ---------------------------------------------------------------------
     Mutant(
         "tcp_health.sequence_end_includes_itself",
-        "queries/tcp_health.sql",
+        "queries/tcp_segments.sql",
         "before AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)",
         "before AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)",
         "the highest sequence end sent before a segment includes the segment itself",
@@ -671,7 +671,7 @@ MUTANTS = [
     ),
     Mutant(
         "tcp_health.dup_ack_any_ack",
-        "queries/tcp_health.sql",
+        "queries/tcp_segments.sql",
         "AND ak = prev_ak AND rel = nxt AS dup_ack,",
         "AND true AND rel = nxt AS dup_ack,",
         "a duplicate ACK need not repeat the previous acknowledgment number",
@@ -687,7 +687,7 @@ MUTANTS = [
     ),
     Mutant(
         "tcp_health.ack_of_keep_alive_is_dup",
-        "queries/tcp_health.sql",
+        "queries/tcp_segments.sql",
         "SELECT c.* REPLACE (c.dup_ack AND NOT coalesce(k.keep_alive, false) AS dup_ack)",
         "SELECT c.* REPLACE (c.dup_ack AS dup_ack)",
         "an ACK answering a keep-alive (a zero-window probe) counted as a duplicate ACK",

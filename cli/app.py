@@ -24,6 +24,7 @@ COMMAND_MODULES: list[str] = [
     "model",
     "ingest",
     "query",
+    "explain",
     "sql",
     "figure",
     "report",

@@ -7,6 +7,10 @@ exercises the same parser, the same join and the same views without a GPU. The r
 the corpus's: `worker-<i>-tcpdump.pcap` (sender side), `kineto-rank<r>.json`, `train_history.log`,
 `run.toml`. The model is an MLP in one DDP bucket (gloo runs several buckets' all-reduces on its
 worker threads at once, interleaved on one socket; one bucket keeps each socket's bytes in order).
+
+`make_run` can also plant a known cause of slow collectives, for the verdicts' tests: one rank that
+sleeps before each step (a straggler), one worker's egress rate-limited with `tc tbf`, or one worker's
+egress dropping packets at random with nftables.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from tracecore.runners.testbed import Testbed
@@ -34,8 +39,9 @@ WORKER = textwrap.dedent(
     from torch.nn.parallel import DistributedDataParallel
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    rank, world, master, run_dir, steps, hidden = sys.argv[1:7]
-    rank, world, steps, hidden = int(rank), int(world), int(steps), int(hidden)
+    rank, world, master, run_dir, steps, hidden, active, delay_rank, delay_s = sys.argv[1:10]
+    rank, world, steps, hidden, active = int(rank), int(world), int(steps), int(hidden), int(active)
+    delay_s = float(delay_s) if int(delay_rank) == rank else 0.0
     torch.manual_seed(rank)
     dist.init_process_group("gloo", init_method=f"tcp://{master}:29511", rank=rank, world_size=world)
     net = torch.nn.Sequential(torch.nn.Linear(1024, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
@@ -47,9 +53,11 @@ WORKER = textwrap.dedent(
         log.write("Type,ID,Timestamp,Loss,Accuracy\\n")
     trace = os.path.join(run_dir, f"kineto-rank{rank}.json")
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                 schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                 schedule=schedule(wait=1, warmup=1, active=active, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(trace)) as prof:
         for step in range(steps):
+            if delay_s:
+                time.sleep(delay_s)  # a straggler: late to every step's all-reduce
             x, y = torch.randn(16, 1024), torch.randint(0, 10, (16,))
             opt.zero_grad()
             loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -78,20 +86,68 @@ def gradient_bytes(hidden: int = HIDDEN) -> int:
     return 4 * (1024 * hidden + hidden + hidden * hidden + hidden + hidden * 10 + 10)
 
 
-def make_run(root: Path, timeout_s: float = 240.0) -> Path:
-    """Train, capture and profile RUN in a fresh 2-worker testbed; returns the run folder."""
-    run_dir = root / RUN
+@dataclass(frozen=True)
+class Cause:
+    """What to plant in a run: `delay_s` of sleep before each step on rank `delay_rank`; worker
+    `shaped`'s egress limited to `rate` (tc tbf); `loss_pct` % of the IP frames worker `lossy` sends
+    dropped by the bridge (nftables), so its capture holds every frame it sent."""
+
+    delay_rank: int = -1
+    delay_s: float = 0.0
+    shaped: int = -1
+    rate: str = "50mbit"
+    lossy: int = -1
+    loss_pct: float = 0.0
+
+
+def _plant(tb: Testbed, cause: Cause) -> None:
+    """Put the cause's rate limit and drop rule on the workers' interfaces."""
+    if cause.shaped >= 0:
+        tb.exec(cause.shaped, ["tc", "qdisc", "add", "dev", tb.interface, "root", "tbf",
+                               "rate", cause.rate, "burst", "32kb", "latency", "400ms"])  # fmt: skip
+    if cause.lossy >= 0:  # dropped on the bridge, after the sender's capture saw the frame
+        per_mille = round(cause.loss_pct * 10)
+        ruleset = (
+            "table bridge tclossy {\n  chain lossy {\n"
+            "    type filter hook forward priority 0; policy accept;\n"
+            f'    iifname "v{cause.lossy}" ether type ip numgen random mod 1000 < {per_mille} counter drop\n'
+            "  }\n}\n"
+        )
+        argv = ["ip", "netns", "exec", tb.bridge_ns, "nft", "-f", "-"]
+        proc = subprocess.run(argv, input=ruleset, capture_output=True, text=True, timeout=30, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nft drop rule failed: {proc.stderr.strip()}")
+
+
+def make_run(
+    root: Path,
+    timeout_s: float = 240.0,
+    *,
+    run: str = RUN,
+    ranks: int = 2,
+    hidden: int = HIDDEN,
+    steps: int = STEPS,
+    active: int = len(PROFILED),
+    cause: Cause | None = None,
+    subnet: str = "192.168.93.0/24",
+) -> Path:
+    """Train, capture and profile `run` (ranks ranks, the profiler's active steps from step 2) in a
+    fresh testbed with `cause` planted; returns the run folder."""
+    cause = cause or Cause()
+    run_dir = root / run
     run_dir.mkdir(parents=True)
     script = root / "gloo_worker.py"
     script.write_text(WORKER)
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "eth1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    with Testbed(n_workers=2, subnet="192.168.93.0/24") as tb:
-        caps = [tb.start_capture(i, run_dir / f"worker-{i}-tcpdump.pcap", snaplen=128) for i in range(2)]
+    with Testbed(n_workers=ranks, subnet=subnet) as tb:
+        _plant(tb, cause)
+        caps = [tb.start_capture(i, run_dir / f"worker-{i}-tcpdump.pcap", snaplen=128) for i in range(ranks)]
         time.sleep(0.3)
-        outs = [root / f"rank-{r}.out" for r in range(2)]
+        outs = [root / f"{run}-rank-{r}.out" for r in range(ranks)]
         procs = []
         for r, out in enumerate(outs):
-            argv = [sys.executable, str(script), str(r), "2", tb.ip(0), str(run_dir), str(STEPS), str(HIDDEN)]
+            argv = [sys.executable, str(script), str(r), str(ranks), tb.ip(0), str(run_dir), str(steps),
+                    str(hidden), str(active), str(cause.delay_rank), str(cause.delay_s)]  # fmt: skip
             with out.open("wb") as fh:
                 procs.append(tb.popen(r, argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=root))
         deadline = time.monotonic() + timeout_s
@@ -113,6 +169,6 @@ def make_run(root: Path, timeout_s: float = 240.0) -> Path:
         f'\n[[hosts]]\nname = "w{i}"\nip = "{ip}"\nclock_offset_ns = 0\nclock_rtt_ns = 50000\n'
         for i, ip in enumerate(ips)
     )
-    (run_dir / "run.toml").write_text(f"[model]\ngradient_bytes = {gradient_bytes()}\n{hosts}")
+    (run_dir / "run.toml").write_text(f"[model]\ngradient_bytes = {gradient_bytes(hidden)}\n{hosts}")
     json.loads((run_dir / "kineto-rank0.json").read_text())  # written whole
     return run_dir
