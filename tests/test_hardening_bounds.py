@@ -3,6 +3,10 @@ values are one friendly line, and the query connection's memory is set deliberat
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
+
 import pytest
 
 from tests.commands import tracecore
@@ -79,7 +83,10 @@ def test_memory_limit_and_spill_folder_are_set(monkeypatch: pytest.MonkeyPatch) 
     finally:
         con.close()
     assert limit == "953.6 MiB"
-    assert temp == spill_dir()
+    folder = Path(temp).parent  # one connection's folder, in this process's own (issue 36)
+    assert Path(spill_dir()).parent == folder
+    assert stat.S_IMODE(folder.lstat().st_mode) == 0o700
+    assert folder.lstat().st_uid == os.getuid()
 
 
 def test_burstiness_builds_no_grid_and_is_not_capped() -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -38,12 +39,18 @@ from tracecore.ingest import interrupt, lock, testpause
 from tracecore.ingest.layout import (
     CATALOG_NAME,
     FORMAT_VERSION,
+    MARKER,
+    PART_PATH,
     STATE_DIR,
     TABLES_DIR,
     LinkCheck,
+    check_own,
     default_data_dir,
+    foreign_refused,
     fsync_quietly,
     link_refused,
+    read_own,
+    readable_parts,
     refuse_links,
 )
 from tracecore.schema_version import SCHEMA_VERSION, check_schema_version
@@ -85,7 +92,6 @@ def _lit(text: str) -> str:
 
 
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_PART_PATH = re.compile(r"packets/run=[^/]+/worker=[^/]+/part-[0-9]+\.parquet")
 
 
 def _ident(name: str) -> str:
@@ -130,7 +136,7 @@ def _check_part_paths(paths: list[str], path: Path) -> None:
     """Why: the views read the files `_files` names, so a received catalog may name only part files
     inside its own packets/ folder."""
     for rel in paths:
-        if not isinstance(rel, str) or not _PART_PATH.fullmatch(rel) or "/../" in f"/{rel}/":
+        if not isinstance(rel, str) or not PART_PATH.fullmatch(rel) or "/../" in f"/{rel}/":
             raise DatasetError(
                 f"{path}: _files names {rel!r}, which is not a part file under packets/; this catalog "
                 "was not written by tracecore: re-ingest the captures into a new --out"
@@ -618,7 +624,7 @@ def _read_state(out: Path, record: str, path: Path) -> dict[str, pa.Table]:
         if link is not None:
             raise link_refused(link, out)
         try:
-            data = file.read_bytes()
+            data = read_own(file, out)  # a hard link's file is someone else's: refused, not read
         except OSError as err:
             raise DatasetError(
                 f"{file}: ingest's copy of table {name} is unreadable ({err.strerror}); "
@@ -634,7 +640,11 @@ def _read_state(out: Path, record: str, path: Path) -> dict[str, pa.Table]:
 
 
 def load_state(out: Path) -> State:
-    """The committed state of a dataset, or an empty one when there is no catalog yet."""
+    """The committed state of a dataset, or an empty one when there is no catalog yet.
+
+    The catalog is read through a connection locked down before it is attached (`attach`), and only
+    from base tables (`base_tables`): a view or macro of the sender's is never run here, and a number
+    that names files (`_meta.next_part`, `_files.read_version`) is checked before it is used."""
     import pyarrow as pa
 
     from tracecore.ingest.dataset_tables import BASE_SCHEMAS, LATER_TABLES, State
@@ -647,24 +657,34 @@ def load_state(out: Path) -> State:
     except duckdb.Error as err:
         raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
     try:
-        meta = dict(con.execute("SELECT key, value FROM _meta").fetchall())
+        meta = read_meta(con, path)
         version = check_schema_version(meta.get("schema_version"), path)
         extra = _extra_tables(meta, path)
         if "state" in meta:  # ingest's own copy: what it wrote, whatever was done to the catalog
             tables = _read_state(out, meta["state"], path)
         else:  # a dataset made before that copy existed: its catalog's tables, this once
-            present = {row[0] for row in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+            present = base_tables(con)
             names = [n for n in BASE_SCHEMAS if n not in LATER_TABLES or n in present] + extra
-            tables = {name: con.sql(f"SELECT * FROM {_ident(name)}").to_arrow_table() for name in names}
+            _check_tables(con, path, names)
+            tables = {
+                name: con.sql(f"SELECT * FROM {_CATALOG}.main.{_ident(name)}").to_arrow_table()
+                for name in names
+            }
         for name, schema in BASE_SCHEMAS.items():  # a table added since the dataset was written: empty
             stored = tables[name] if name in tables else pa.Table.from_batches([], schema=schema)
             tables[name] = _conform(stored, schema)
         tables["_files"] = _with_read_version(tables["_files"], version)
-        _check_part_paths(tables["_files"]["path"].to_pylist(), path)
+        paths = tables["_files"]["path"].to_pylist()
+        _check_part_paths(paths, path)
         retired = json.loads(meta.get("retired", "[]"))
-        _check_part_paths(retired if isinstance(retired, list) else [retired], path)
+        retired = retired if isinstance(retired, list) else [retired]
+        _check_part_paths(retired, path)
+        _check_read_versions(tables["_files"]["read_version"].to_pylist(), path)
         return State(
-            tables=tables, next_part=int(meta.get("next_part", "0")), schema_version=version, retired=retired
+            tables=tables,
+            next_part=_next_part(meta.get("next_part"), paths + retired, path),
+            schema_version=version,
+            retired=retired,
         )
     except (duckdb.Error, pa.ArrowException, KeyError, ValueError) as err:
         raise DatasetError(
@@ -673,6 +693,37 @@ def load_state(out: Path) -> State:
         ) from err
     finally:
         con.close()
+
+
+_PART_NUMBER = re.compile(r"part-([0-9]+)\.parquet$")
+_COUNT = re.compile(r"[0-9]{1,18}")  # a count or number of tracecore's: a whole number below 10^18
+
+
+def _next_part(text: str | None, paths: list[str], path: Path) -> int:
+    """`_meta.next_part` checked: a whole number, and never one a part file in use has: why: it names
+    the next part files, so a sender's `-5` wrote `part--1.parquet`, and one in use would overwrite a
+    part file the catalog names. A catalog without it (older) starts above the parts in use."""
+    above = max((int(m.group(1)) + 1 for p in paths if (m := _PART_NUMBER.search(p))), default=0)
+    if text is None:
+        return above
+    if not isinstance(text, str) or not _COUNT.fullmatch(text) or int(text) < above:
+        raise DatasetError(
+            f"{path}: _meta.next_part {str(text)[:40]!r} is not a part number above those in use "
+            f"(at least {above}); this catalog was not written by tracecore: re-ingest the captures "
+            "into a new --out"
+        )
+    return int(text)
+
+
+def _check_read_versions(versions: list[int | None], path: Path) -> None:
+    """Each part's `_files.read_version` is a schema version tracecore has had: why: it decides
+    whether an ingest rewrites the part (`upgrade.py`) and how the views read it."""
+    for v in versions:
+        if not isinstance(v, int) or not 1 <= v <= SCHEMA_VERSION:
+            raise DatasetError(
+                f"{path}: _files.read_version {v!r} is not a schema version (1 to {SCHEMA_VERSION}); "
+                "this catalog was not written by tracecore: re-ingest the captures into a new --out"
+            )
 
 
 def _with_read_version(files: pa.Table, version: int) -> pa.Table:
@@ -697,27 +748,70 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return table.select(schema.names).cast(schema)
 
 
-def attach(path: Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """A fresh in-memory DuckDB with the catalog file attached (as `tracecore`) and selected.
+_CATALOG = "tracecore"  # the name the catalog file is attached as
+_CATALOG_TABLES = ("_meta", "_files")  # what opening a catalog reads of it, before any query
+
+
+def attach(
+    path: Path, read_only: bool = True, readable: list[str] | tuple[str, ...] = (), *, unsafe: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory DuckDB with the catalog file attached (as `tracecore`) and selected, locked
+    down (`lock_down`) before the file is attached, so that no byte of a received catalog is read
+    by a connection that could read another file: only the catalog and the files `readable`
+    (absolute paths) can be read. `unsafe`: not locked down (DuckDB's full power, your own data).
 
     Why not `duckdb.connect(path)`: DuckDB keeps one instance per path per process, so a connection
     opened before an ingest replaced the file would keep handing out the old catalog, whose Parquet
     files are gone. Attaching opens the file as it is now, every time.
     """
+    check_own(path, path.parent)  # a hard link's file is someone else's: never attached
     con = duckdb.connect()
     try:
-        con.execute(f"ATTACH {_lit(str(path))} AS tracecore" + (" (READ_ONLY)" if read_only else ""))
-        con.execute("USE tracecore")
-    except duckdb.Error:
+        if not unsafe:
+            lock_down(con, [str(path), f"{path}.wal", *readable])
+        con.execute(f"ATTACH {_lit(str(path))} AS {_CATALOG}" + (" (READ_ONLY)" if read_only else ""))
+        con.execute(f"USE {_CATALOG}")
+    except BaseException:
         con.close()
         raise
     return con
 
 
+def base_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The base tables of the attached catalog, from DuckDB's metadata (`system.main`, which the
+    catalog cannot shadow with a macro of the same name), so nothing of the catalog runs."""
+    rows = con.execute(
+        "SELECT table_name FROM system.main.duckdb_tables()"
+        " WHERE database_name = $db AND schema_name = 'main'",
+        {"db": _CATALOG},
+    ).fetchall()
+    return {name for (name,) in rows}
+
+
+def _check_tables(con: duckdb.DuckDBPyConnection, path: Path, names: list[str] | tuple[str, ...]) -> None:
+    """Refuse unless each of `names` is a base table of the attached catalog. Why: a view or a macro
+    of that name is SQL of the sender's, which reading it would run: `_meta` as a view over
+    `read_text('/some/file')` printed that file's first line in the schema-version message."""
+    tables = base_tables(con)
+    for name in names:
+        if name not in tables:
+            raise DatasetError(
+                f"{path}: {name} is not a table (a view, or missing); this catalog was not written by "
+                "tracecore: re-ingest the captures into a new --out"
+            )
+
+
+def read_meta(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
+    """`_meta` of the attached catalog as text, once `_meta` and `_files` are known to be base tables."""
+    _check_tables(con, path, _CATALOG_TABLES)
+    rows = con.execute(f'SELECT "key"::VARCHAR, "value"::VARCHAR FROM {_CATALOG}.main."_meta"').fetchall()
+    return dict(rows)
+
+
 def _meta_of(path: Path) -> dict[str, str]:
     con = attach(path)
     try:
-        return dict(con.execute("SELECT key, value FROM _meta").fetchall())
+        return read_meta(con, path)
     finally:
         con.close()
 
@@ -729,8 +823,9 @@ def open_catalog(
 
     When the views were made for another root (the dataset was moved or copied) or an older
     queries/, they are rebuilt in place under the dataset lock; if that is not possible (another
-    ingest is running, read-only media) the catalog is rebuilt in memory instead. The connection is
-    locked down (see `lock_down`) unless `unsafe`: a dataset may come from someone else.
+    ingest is running, read-only media, a folder without the dataset marker) the catalog is rebuilt
+    in memory instead. The connection is locked down (see `lock_down`) before the catalog is
+    attached, unless `unsafe`: a dataset may come from someone else.
     """
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     if not (root / CATALOG_NAME).is_file():
@@ -738,58 +833,66 @@ def open_catalog(
     root = root.resolve()
     refuse_links(root, deep=False)  # the catalog, packets/, .state/ (part files: `_part_files`)
     path = root / CATALOG_NAME
+    parts = readable_parts(root)  # what the connection may read, found before the catalog is read
+    readable = [str(root / rel) for rel, why in sorted(parts.items()) if why is None]
+    con = _attached(path, read_only, readable, unsafe)
     try:
-        con = attach(path)  # read-only: its _meta decides, and it is the connection when nothing changes
-        try:
-            meta = dict(con.execute("SELECT key, value FROM _meta").fetchall())
-            check_schema_version(meta.get("schema_version"), path)
-        except BaseException:
-            con.close()
-            raise
+        meta = read_meta(con, path)
+        check_schema_version(meta.get("schema_version"), path)
     except duckdb.Error as err:
-        raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
-    stale = meta.get("root") != str(root) or meta.get("views_fingerprint") != views_fingerprint()
-    if stale or not read_only:
         con.close()
-    if stale and not _refresh_in_place(root):
-        state = load_state(root)
-        con = duckdb.connect()
-        try:
-            write_catalog(con, state, root)
-        except duckdb.Error as err:
-            con.close()
-            _part_files_exist(state, root)
-            raise DatasetError(f"{path}: cannot rebuild the views: {_first(err)}") from err
-    elif stale or not read_only:
-        try:
-            con = attach(path, read_only)
-        except duckdb.Error as err:
-            raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
+        raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
+    except BaseException:
+        con.close()
+        raise
+    rebuilt = False
+    if meta.get("root") != str(root) or meta.get("views_fingerprint") != views_fingerprint():
+        con.close()
+        if _refresh_in_place(root):
+            con = _attached(path, read_only, readable, unsafe)
+        else:
+            state = load_state(root)
+            con, rebuilt = duckdb.connect(), True
+            try:
+                write_catalog(con, state, root)
+            except duckdb.Error as err:
+                con.close()
+                _part_files_exist(state, root, parts)
+                raise DatasetError(f"{path}: cannot rebuild the views: {_first(err)}") from err
     try:
-        files = _part_files(con, root)
+        files = _part_files(con, root, parts)
         con.execute(f"SET VARIABLE {ROOT_VARIABLE} = $root", {"root": str(root)})  # see written_here
-        if not unsafe:
-            lock_down(con, root, files)
+        if rebuilt and not unsafe:  # built here from checked tables, locked before it is handed out
+            lock_down(con, [str(root / f) for f in files])
     except BaseException:
         con.close()
         raise
     return con
 
 
-def _part_files_exist(state: State, root: Path) -> None:
-    """Raises `_part_files`'s message when a part file of `state` is missing."""
+def _attached(path: Path, read_only: bool, readable: list[str], unsafe: bool) -> duckdb.DuckDBPyConnection:
+    """`attach`, DuckDB's errors as the one line of a DatasetError."""
+    try:
+        return attach(path, read_only, readable, unsafe=unsafe)
+    except duckdb.Error as err:
+        raise DatasetError(f"{path}: cannot open the catalog: {str(err).splitlines()[0]}") from err
+
+
+def _part_files_exist(state: State, root: Path, parts: dict[str, str | None]) -> None:
+    """Raises `_part_files`'s message when a part file of `state` is missing or refused."""
     con = duckdb.connect()
     try:
         con.register("_files", state.tables["_files"])
-        _part_files(con, root)
+        _part_files(con, root, parts)
     finally:
         con.close()
 
 
-def _part_files(con: duckdb.DuckDBPyConnection, root: Path) -> list[str]:
-    """The part files the catalog names, checked to lie under packets/, to exist and to be reached
-    through no symbolic link: why: a missing one otherwise surfaces as DuckDB's raw IO error in the
-    middle of a query, and `allowed_paths` allows a path, not the file a link there leads to."""
+def _part_files(con: duckdb.DuckDBPyConnection, root: Path, parts: dict[str, str | None]) -> list[str]:
+    """The part files the catalog names, checked to lie under packets/, to exist, to be reached
+    through no symbolic link and to be the dataset's own (`parts`: `layout.readable_parts`): why: a
+    missing one otherwise surfaces as DuckDB's raw IO error in the middle of a query, and
+    `allowed_paths` allows a path, not the file a link there leads to."""
     try:
         rows = con.execute("SELECT path, run, file FROM _files ORDER BY path").fetchall()
     except duckdb.Error as err:
@@ -800,7 +903,7 @@ def _part_files(con: duckdb.DuckDBPyConnection, root: Path) -> list[str]:
         link = links.link(path)
         if link is not None:
             raise link_refused(link, root)
-    missing = [(path, run, file) for path, run, file in rows if not (root / path).is_file()]
+    missing = [(path, run, file) for path, run, file in rows if path not in parts]
     if missing:
         path, run, file = missing[0]
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
@@ -808,18 +911,21 @@ def _part_files(con: duckdb.DuckDBPyConnection, root: Path) -> list[str]:
             f"{root / path}: a part file of the dataset is missing{more}; `tracecore ingest` of run "
             f"{run!r} (capture {file}) into {root} reads that capture again"
         )
+    for path, _, _ in rows:
+        if parts[path] is not None:
+            raise foreign_refused(root / path, parts[path], root)
     return [path for path, _, _ in rows]
 
 
-def lock_down(con: duckdb.DuckDBPyConnection, root: Path, files: list[str]) -> None:
-    """Only the dataset's own part files are readable; nothing can be written, attached, installed
-    or reconfigured. Why: the catalog's views and `tracecore sql` run SQL that may come from someone
-    else, and a query must not be able to damage the dataset or reach other files or the network.
-    Memory is bounded (`query_memory_limit`) and spills to a temporary folder of this process.
-    `files`: the part files (relative to `root`), checked by `_part_files`."""
-    con.execute("SET allowed_paths = $paths", {"paths": [str(root / f) for f in files]})
+def lock_down(con: duckdb.DuckDBPyConnection, readable: list[str]) -> None:
+    """Only the files `readable` (absolute paths: the catalog, the dataset's own part files) can be
+    read; nothing can be written, attached, installed or reconfigured. Why: the catalog's views and
+    `tracecore sql` run SQL that may come from someone else, and a query must not be able to damage
+    the dataset or reach other files or the network. Memory is bounded (`query_memory_limit`) and
+    spills to a folder only this process can reach (`spill_dir`)."""
+    con.execute("SET allowed_paths = $paths", {"paths": readable})
     con.execute("SET memory_limit = $limit", {"limit": query_memory_limit()})
-    con.execute("SET temp_directory = $dir", {"dir": spill_dir()})
+    con.execute("SET temp_directory = $dir", {"dir": spill_dir()})  # "": no spilling
     con.execute("SET enable_external_access = false")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
@@ -839,12 +945,45 @@ def query_memory_limit() -> str:
     return f"{max(total // 2, 256 << 20) >> 20}MiB"
 
 
+_spill_lock = threading.Lock()
+_spill: dict[int, str] = {}  # pid → the private folder this process's connections spill under
+_spilled = itertools.count()
+
+
 def spill_dir() -> str:
-    """A temporary folder of this process for DuckDB's spill files (DuckDB removes it on close):
-    why not DuckDB's default: that is `.tmp` in the current directory, which may not be writable."""
+    """A folder for one connection's spill files, which DuckDB makes when it first spills and removes
+    on close, inside a folder only this user can enter (`_private_temp`); "" (no spilling: a query
+    over the memory limit fails with DuckDB's message) when none can be made. Why not DuckDB's
+    default: that is `.tmp` in the current directory, which may not be writable; and not a name of
+    the pid's under the temp directory: one planted there beforehand (a link, a folder anyone can
+    write) received the spill files of a query over a dataset."""
+    pid = os.getpid()
+    with _spill_lock:
+        if pid not in _spill:
+            _spill[pid] = _private_temp()
+        if not _spill[pid]:
+            return ""
+        return os.path.join(_spill[pid], f"spill-{pid}-{next(_spilled)}")
+
+
+def _private_temp() -> str:
+    """`tracecore-<uid>` under the system temp directory, made mode 0700, when it is this user's own
+    folder that no one else can write; else (a link, another user's folder or one anyone can write
+    took the name) a new folder of `tempfile.mkdtemp` (0700, a name no one can guess); "" when
+    neither can be made (a read-only temp directory)."""
+    import stat
     import tempfile
 
-    return os.path.join(tempfile.gettempdir(), f"tracecore-spill-{os.getpid()}")
+    base = os.path.join(tempfile.gettempdir(), f"tracecore-{os.getuid()}")
+    with contextlib.suppress(OSError):
+        os.mkdir(base, 0o700)
+    try:
+        st = os.lstat(base)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077:
+            return base
+        return tempfile.mkdtemp(prefix="tracecore-spill-")
+    except OSError:
+        return ""
 
 
 def _first(err: BaseException) -> str:
@@ -853,8 +992,9 @@ def _first(err: BaseException) -> str:
 
 
 def _refresh_in_place(root: Path) -> bool:
-    """Rebuild the catalog file for this root; False when the lock or the directory is not ours."""
-    if not os.access(root, os.W_OK):
+    """Rebuild the catalog file for this root; False when the lock or the directory is not ours, or
+    the folder is not marked a dataset (`layout.claim`): nothing is written into one that is not."""
+    if not os.access(root, os.W_OK) or not (root / MARKER).is_file():
         return False
     fd = lock.try_lock(root)
     if fd is None:

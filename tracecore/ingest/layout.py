@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -40,6 +41,12 @@ STATE_DIR = ".state"  # ingest's own copy of the small tables, one folder per co
 
 
 LOCK_NAME = ".lock"  # the dataset lock (ingest/lock.py)
+# A part file as `_files` names it; and the names of files tracecore writes beside part files (an
+# upgrade's temporary, a copy where hard links fail): the only files under packets/ ingest deletes.
+PART_PATH = re.compile(r"packets/run=[^/]+/worker=[^/]+/part-[0-9]+\.parquet")
+_PART_OR_LEFTOVER = re.compile(
+    r"packets/run=[^/]+/worker=[^/]+/(?:part-[0-9]+\.parquet(?:\.tmp)?|\.part-[0-9]+\.parquet\.upgrade\.parquet)"
+)
 # Every name of the dataset's own at its top (the catalog's temporaries aside): none may be a link.
 OWN_ENTRIES = (CATALOG_NAME, MARKER, LOCK_NAME, PACKETS_DIR, TABLES_DIR, STATE_DIR, STAGING)
 LINKED_TREES = (PACKETS_DIR, TABLES_DIR, STATE_DIR)  # folders read or written below their top
@@ -88,13 +95,15 @@ def shortened_keys(values: list[str]) -> dict[str, str]:
     return {unquote(key): value for value, key in keys.items() if key != quote(value, safe=_SAFE)}
 
 
-def claim(out: Path) -> None:
-    """Mark `out` as a tracecore dataset, or refuse it with a DatasetError.
+def claim(out: Path, verify: Callable[[Path], object] | None = None) -> None:
+    """Mark `out` as a tracecore dataset, or refuse it with a DatasetError, writing nothing.
 
     Why: ingest deletes part files no catalog names and replaces tables/*.parquet, so pointed at a
     folder of someone's own files it would destroy them. An empty folder (or one holding only the
     lock file) becomes a dataset; one made before the marker existed (a catalog and packets/) is
-    recognised and marked; anything else is left untouched.
+    marked only once `verify(out)` has read its catalog whole (`catalog.load_state`: it raises a
+    DatasetError on anything tracecore did not write); without `verify` such a folder is refused.
+    Nothing is written, not even the lock, before the folder is confirmed a dataset.
     """
     from tracecore.errors import DatasetError
 
@@ -113,11 +122,19 @@ def claim(out: Path) -> None:
                 f"{out}: not a tracecore dataset (no {MARKER}) and not empty; "
                 "give --out a new or empty folder, or an existing dataset"
             )
-        if names and not _is_catalog(out / CATALOG_NAME):  # a file of that name is not enough
-            raise DatasetError(
-                f"{out}: not a tracecore dataset (no {MARKER}, and {CATALOG_NAME} is not a catalog "
-                "tracecore wrote); give --out a new or empty folder, or an existing dataset"
-            )
+        if names:  # a file of that name is not enough: its catalog must read as one tracecore wrote
+            if verify is None:
+                raise DatasetError(
+                    f"{out}: not a tracecore dataset (no {MARKER}) and not empty; "
+                    "give --out a new or empty folder, or an existing dataset"
+                )
+            try:
+                verify(out)
+            except DatasetError as err:
+                raise DatasetError(
+                    f"{out}: not a tracecore dataset (no {MARKER}, and {CATALOG_NAME} is not a catalog "
+                    "tracecore wrote); give --out a new or empty folder, or an existing dataset"
+                ) from err
         # A name of this process and thread: two ingests claiming one new folder at once each write
         # their own file, and both renames give the same marker.
         tmp = out / f".{MARKER}.tmp-{os.getpid()}-{threading.get_ident()}"
@@ -127,21 +144,6 @@ def claim(out: Path) -> None:
         os.replace(tmp, marker)
     except OSError as err:
         raise DatasetError(f"{out}: cannot use the dataset directory: {err.strerror or err}") from err
-
-
-def _is_catalog(path: Path) -> bool:
-    """Whether `path` opens as a DuckDB catalog with tracecore's `_meta` table (what `load_state`
-    reads first). Why before the marker: a folder marked as a dataset is one ingest may clean up."""
-    import duckdb
-
-    con = duckdb.connect()  # the file attached read-only, as catalog.attach does (not imported: a circle)
-    try:
-        con.execute("ATTACH $path AS candidate (READ_ONLY)", {"path": str(path)})
-        return con.execute("SELECT count(*) FROM candidate._meta").fetchone()[0] > 0
-    except duckdb.Error:
-        return False
-    finally:
-        con.close()
 
 
 def refuse_links(out: Path, deep: bool = True) -> None:
@@ -219,6 +221,99 @@ def _is_link(path: Path) -> bool:
         return False
 
 
+def foreign(st: os.stat_result, folder: os.stat_result, names: int = 1) -> str | None:
+    """Why a file (`st`, from lstat or fstat) of the dataset whose folder is `folder` may be someone
+    else's, or None: not a regular file, on another file system, or with more hard links than the
+    `names` it has inside the dataset. Why: a symbolic-link check does not see a hard link, and
+    `allowed_paths` or a write reach whatever file the name is a link of."""
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_dev != folder.st_dev:
+        return "on another file system than the dataset folder"
+    if st.st_nlink > names:
+        return f"a hard link ({st.st_nlink} names), which may be a file outside the dataset"
+    return None
+
+
+def foreign_refused(path: Path, why: str, out: Path) -> DatasetError:
+    """The one line for a file of the dataset `out` that `foreign` finds may be someone else's."""
+    from tracecore.errors import DatasetError
+
+    return DatasetError(
+        f"{path}: {why}; tracecore reads and writes only the dataset's own files: copy the dataset "
+        f"with `cp -r` (not hard links), or ingest the captures into a new --out (dataset {out})"
+    )
+
+
+def check_own(path: Path, out: Path) -> None:
+    """Refuse `path` (an existing file of the dataset `out`, reached through no symbolic link) when
+    `foreign` finds it may be someone else's."""
+    try:
+        why = foreign(os.lstat(path), os.stat(out))
+    except OSError:
+        return  # gone: the reader that opens it says so
+    if why is not None:
+        raise foreign_refused(path, why, out)
+
+
+def read_own(path: Path, out: Path) -> bytes:
+    """The bytes of a file of the dataset `out`, opened without following a link and checked by
+    `foreign` on the opened file (OSError when it cannot be read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        why = foreign(os.fstat(fd), os.stat(out))
+        if why is not None:
+            raise foreign_refused(path, why, out)
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
+def readable_parts(out: Path) -> dict[str, str | None]:
+    """Every file under packets/ named as a part file (`PART_PATH`), by its path relative to `out`,
+    with why it may not be read (`foreign`, a symbolic link on its way) or None when it may.
+
+    Why from the folder and not from the catalog: the query connection's `allowed_paths` is set
+    before the catalog is attached (no byte of it is read before the connection is locked down), so
+    which files it may read is found here. A part file's hard links inside packets/ (a relabelled
+    worker's file and its retired name, `place`) count as its own names."""
+    folder = os.stat(out)
+    found: dict[str, os.stat_result | str] = {}
+    for run in _folders(out / PACKETS_DIR, "run="):
+        for worker in _folders(Path(run.path), "worker="):
+            for entry in _entries(Path(worker.path)):
+                rel = f"{PACKETS_DIR}/{run.name}/{worker.name}/{entry.name}"
+                if not PART_PATH.fullmatch(rel):
+                    continue
+                if entry.is_symlink():
+                    found[rel] = "a symbolic link"
+                    continue
+                with contextlib.suppress(OSError):
+                    found[rel] = entry.stat(follow_symlinks=False)
+    names: dict[tuple[int, int], int] = {}
+    for st in found.values():
+        if not isinstance(st, str):
+            names[st.st_dev, st.st_ino] = names.get((st.st_dev, st.st_ino), 0) + 1
+    return {
+        rel: st if isinstance(st, str) else foreign(st, folder, names[st.st_dev, st.st_ino])
+        for rel, st in found.items()
+    }
+
+
+def _folders(folder: Path, prefix: str) -> list[os.DirEntry]:
+    """The folders in `folder` whose names start with `prefix`, links left out (never followed)."""
+    return [e for e in _entries(folder) if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)]
+
+
+def _entries(folder: Path) -> list[os.DirEntry]:
+    try:
+        with os.scandir(folder) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
 def part_id(path: Path) -> tuple[int | None, str | None]:
     """(size, checksum) of a part file as it is now; (None, None) when it cannot be read."""
     try:
@@ -252,9 +347,10 @@ def recover(out: Path, referenced: set[str]) -> int:
         tmp.unlink(missing_ok=True)
     removed = 0
     packets = out / PACKETS_DIR
-    if packets.is_dir():
-        for path in packets.rglob("*.parquet"):
-            if path.relative_to(out).as_posix() not in referenced:
+    if packets.is_dir():  # only names tracecore writes: never a file of the user's (`packets/b.parquet`)
+        for path in packets.glob("run=*/worker=*/*part-*"):
+            rel = path.relative_to(out).as_posix()
+            if _PART_OR_LEFTOVER.fullmatch(rel) and rel not in referenced:
                 path.unlink(missing_ok=True)
                 removed += 1
         prune_empty(packets)

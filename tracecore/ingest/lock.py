@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tracecore.errors import DatasetError
-from tracecore.ingest.layout import LOCK_NAME
+from tracecore.ingest.layout import LOCK_NAME, foreign, foreign_refused
 
-# O_NOFOLLOW: a lock file that is a link (a received dataset's) is refused, never opened and truncated
+# O_NOFOLLOW: a lock file that is a link (a received dataset's) is refused, never opened and truncated;
+# a hard link is refused once opened, before anything is written (`_foreign`)
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
 
 
@@ -45,6 +46,9 @@ def dataset_lock(out: Path, wait_s: float = 0.0, on_wait: object = None) -> Iter
         why = "a symbolic link, which tracecore does not follow" if err.errno == errno.ELOOP else err.strerror
         raise DatasetError(f"{path}: cannot open the dataset lock: {why}") from err
     try:
+        why = _foreign(fd, out)
+        if why is not None:
+            raise foreign_refused(path, why, out)
         deadline = time.monotonic() + max(wait_s, 0.0)
         told = False
         while True:
@@ -81,11 +85,19 @@ def try_lock(out: Path) -> int | None:
     except OSError:
         return None
     try:
+        if _foreign(fd, out) is not None:
+            raise OSError("not the dataset's own lock file")
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
         return None
     return fd
+
+
+def _foreign(fd: int, out: Path) -> str | None:
+    """Why the opened lock file may be someone else's (`layout.foreign`: a hard link to a file
+    outside, which O_NOFOLLOW does not see), checked before it is locked, truncated or written."""
+    return foreign(os.fstat(fd), os.stat(out))
 
 
 def release(fd: int) -> None:

@@ -94,7 +94,7 @@ def ingest(
     except OSError as err:
         raise DatasetError(f"{out}: cannot create the dataset directory: {err.strerror or err}") from err
     out = out.resolve()
-    layout.claim(out)
+    layout.claim(out, verify=_older_dataset)
     jobs = jobs or os.cpu_count() or 1
     control = control or IngestControl()
     summary = IngestSummary(out, problems=list(found.problems), warnings=list(found.warnings))
@@ -179,6 +179,14 @@ def _warm_up(runs: list[RunSource]) -> Iterator[None]:
         yield
     finally:
         thread.join()
+
+
+def _older_dataset(out: Path) -> None:
+    """Reads the catalog of a folder made before the dataset marker whole (DatasetError when it is
+    not one tracecore wrote): `layout.claim` marks the folder only then."""
+    from tracecore.ingest.catalog import load_state
+
+    load_state(out)
 
 
 def _load_state(out: Path, force: bool) -> State:
