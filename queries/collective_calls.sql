@@ -31,6 +31,11 @@
 --                             clock offset: on the runner's clock (the hosts' own without offsets), UTC ns
 --   instance_end_ns           latest end of the instance over its ranks, on the same clock, UTC ns
 --   instance_ranks            ranks of this source that recorded the instance
+--   n_ranks                   N, the communicator's size: the source's own (comm_size), else NCCL's log of
+--                             its communicator (nccl_ranks.nranks of nccl_comm: NCCL's example profiler
+--                             plugin prints no size), else the ranks of this source that recorded any of
+--                             its collectives; NULL only without a rank
+--   n_ranks_from              'source' | 'nccl log' | 'ranks seen'
 CREATE OR REPLACE VIEW collective_calls AS
 WITH
 by_process AS (
@@ -70,6 +75,13 @@ placed AS (
     LEFT JOIN workers AS w ON w.run = c.run AND w.worker = coalesce(c.worker, bp.worker, br.worker, bc.worker)
     LEFT JOIN host_clocks AS hc ON hc.run = c.run AND hc.ip = w.ip
 ),
+sizes AS (  -- each communicator's size: NCCL's log of it, else the ranks of the source that recorded it
+    SELECT c.run, c.source, c.comm, any_value(z.nranks) AS logged, count(DISTINCT c.rank) AS seen
+    FROM (SELECT DISTINCT run, source, comm, nccl_comm, rank FROM placed) AS c
+    LEFT JOIN (SELECT run, comm_id, max(nranks) AS nranks FROM nccl_ranks GROUP BY ALL) AS z
+        ON z.run = c.run AND z.comm_id = c.nccl_comm
+    GROUP BY ALL
+),
 stepped AS (
     SELECT p.run, p.file, p.line, p.comm, p.seq, any_value(s.step) AS log_step
     FROM placed AS p
@@ -85,8 +97,15 @@ SELECT p.run, p.source, p.backend, p.file, p.rank, p.found_worker AS worker, p.w
        p.busbw_gbs, p.clock_offset_ns,
        min(p.start_ns - coalesce(p.clock_offset_ns, 0)) OVER instance AS instance_start_ns,
        max(p.end_ns - coalesce(p.clock_offset_ns, 0)) OVER instance AS instance_end_ns,
-       count(*) OVER instance AS instance_ranks
+       count(*) OVER instance AS instance_ranks,
+       coalesce(p.comm_size, z.logged, z.seen) AS n_ranks,
+       CASE
+           WHEN p.comm_size IS NOT NULL THEN 'source'
+           WHEN z.logged IS NOT NULL THEN 'nccl log'
+           WHEN z.seen IS NOT NULL THEN 'ranks seen'
+       END AS n_ranks_from
 FROM placed AS p
 LEFT JOIN stepped AS s
     ON s.run = p.run AND s.file = p.file AND s.line = p.line AND s.comm IS NOT DISTINCT FROM p.comm AND s.seq = p.seq
+LEFT JOIN sizes AS z ON z.run = p.run AND z.source = p.source AND z.comm IS NOT DISTINCT FROM p.comm
 WINDOW instance AS (PARTITION BY p.run, p.source, p.comm, p.seq);

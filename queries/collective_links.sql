@@ -26,7 +26,7 @@
 -- Columns:
 --   run, source, comm, seq, op, bytes, step, algorithm   the collective (algorithm as modelled)
 --   file                     the sending rank's source file
---   n_ranks                  N: the communicator's size (the source's, else NCCL's)
+--   n_ranks                  N: the communicator's size (collective_calls.n_ranks)
 --   src_rank, dst_rank       sending and receiving rank
 --   src_worker, dst_worker   their workers; NULL when unknown
 --   start_ns, end_ns         the sending rank's own start and end of the collective, UTC ns
@@ -39,9 +39,7 @@
 CREATE OR REPLACE VIEW collective_links AS
 WITH
 calls AS (
-    SELECT c.*, coalesce(c.comm_size, (
-               SELECT max(r.nranks) FROM nccl_ranks AS r WHERE r.run = c.run AND r.comm_id = c.nccl_comm
-           )) AS n,
+    SELECT c.*, c.n_ranks AS n,
            upper(coalesce(c.algorithm, 'RING')) AS algo,
            CASE WHEN c.op IN ('broadcast', 'reduce') THEN coalesce(c.peer, 0) END AS root,
            coalesce(c.backend = 'gloo', false) AS gloo

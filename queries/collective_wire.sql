@@ -64,7 +64,8 @@
 --   gpu_algbw_gbs, gpu_busbw_gbs  algorithm and bus bandwidth on the GPU side, GB/s: the source's own
 --                           figures (Inspector), else the message over the sender's start–end with
 --                           nccl-tests' factors (all_reduce 2(N−1)/N, all_gather and reduce_scatter
---                           (N−1)/N of N·S, others 1)
+--                           (N−1)/N of N·S, others 1), N the communicator's size as collective_calls
+--                           finds it (n_ranks: the source's, else NCCL's log); NULL when N is unknown
 CREATE OR REPLACE MACRO collective_wire(runs := NULL, err_ns := NULL, idle_ns := 1000000, min_conn_share := 0.1) AS TABLE
 WITH
 links AS (
@@ -178,7 +179,7 @@ gpu AS (
            coalesce(c.algbw_gbs, c.bytes * CASE WHEN c.op IN ('all_gather', 'reduce_scatter') THEN n ELSE 1 END
                                  / nullif(c.end_ns - c.start_ns, 0)) AS algbw,
            c.busbw_gbs, n
-    FROM (SELECT *, coalesce(comm_size, 1) AS n FROM collective_calls) AS c
+    FROM (SELECT *, n_ranks AS n FROM collective_calls) AS c
 )
 SELECT l.run, l.source, l.comm, l.seq, l.op, l.step, l.algorithm, l.n_ranks, l.bytes AS message_bytes,
        l.src_worker, l.dst_worker, l.src_rank, l.dst_rank, l.file AS src_file,

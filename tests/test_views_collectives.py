@@ -27,6 +27,8 @@ MLP = "torch_ddp-mlp25m-sgd-32-nccl-normal-ring"
 W4 = "torch_ddp-cnn3m-sgd-32-nccl-normal-ring-w4"
 BUCKET = 12254760  # cnn3m's one DDP bucket, bytes
 FRAMING = 64
+SIZES = {CNN: 2, MLP: 2, W4: 4}  # ranks of each run's communicator
+HTA_PYTHON = REPO / ".venv-hta" / "bin" / "python"  # `make .venv-hta/.installed` (make test builds it)
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +122,67 @@ def test_mlp25m_byte_order_separates_back_to_back_buckets_that_time_windows_mix(
     assert round(max(r["window_ratio"] for r in inspector), 3) == 1.083
     # byte order: every bucket within 0.13 % (a boundary frame) of its prediction
     assert max(abs(r["ratio"] - 1) for r in got) < 0.0013
+
+
+def test_gpu_busbw_is_algbw_times_the_ring_factor_of_the_communicator_size(con) -> None:
+    """Issue 34: every source's all-reduce bus bandwidth is its algorithm bandwidth × 2(N−1)/N with the
+    communicator's real N. NCCL's example plugin prints no size (its 126 rows read 0 GB/s with N taken
+    as 1): N comes from NCCL's log of its communicator, whose commId is the plugin's CommHash."""
+    got = rows(
+        con,
+        "SELECT run, source, n_ranks, gpu_algbw_gbs AS alg, gpu_busbw_gbs AS bus FROM collective_wire "
+        "WHERE op = 'all_reduce'",
+    )
+    assert {(r["run"], r["source"], r["n_ranks"]) for r in got} == {
+        (CNN, "nccl_profiler", 2),
+        (CNN, "pytorch_profiler", 2),
+        (MLP, "nccl_inspector", 2),
+        (MLP, "pytorch_profiler", 2),
+        (W4, "nccl_profiler", 4),
+        (W4, "pytorch_profiler", 4),
+    }
+    assert sum(r["source"] == "nccl_profiler" for r in got) == 126
+    for r in got:
+        n = SIZES[r["run"]]
+        assert r["alg"] > 0
+        assert r["bus"] == pytest.approx(r["alg"] * 2 * (n - 1) / n, rel=1e-12)
+    sizes = rows(con, "SELECT DISTINCT run, source, n_ranks, n_ranks_from FROM collective_calls ORDER BY ALL")
+    assert {(r["run"], r["source"]): (r["n_ranks"], r["n_ranks_from"]) for r in sizes} == {
+        (CNN, "nccl_profiler"): (2, "nccl log"),
+        (CNN, "pytorch_profiler"): (2, "source"),
+        (MLP, "nccl_inspector"): (2, "source"),
+        (MLP, "pytorch_profiler"): (2, "source"),
+        (W4, "nccl_profiler"): (4, "nccl log"),
+        (W4, "pytorch_profiler"): (4, "source"),
+    }
+    # the Inspector's own busbw is the same formula of its own algbw (gpu_busbw_gbs is the Inspector's)
+    inspector = rows(
+        con,
+        "SELECT algbw_gbs, busbw_gbs, n_ranks FROM collective_calls WHERE source = 'nccl_inspector' "
+        "AND op = 'all_reduce'",
+    )
+    assert len(inspector) == 48
+    assert all(
+        r["busbw_gbs"] == pytest.approx(r["algbw_gbs"] * 2 * (r["n_ranks"] - 1) / r["n_ranks"])
+        for r in inspector
+    )
+
+
+def test_without_nccl_logs_the_plugins_communicator_size_is_the_ranks_that_recorded_it(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "runs" / W4
+    shutil.copytree(FOUR / W4, run, ignore=shutil.ignore_patterns("nccl.*.log", "kineto-rank*.json"))
+    answers = ingested_rows(
+        tmp_path / "runs",
+        tmp_path / "data",
+        sizes="SELECT DISTINCT source, n_ranks, n_ranks_from FROM collective_calls",
+        wire="SELECT gpu_algbw_gbs AS alg, gpu_busbw_gbs AS bus FROM collective_wire WHERE op = 'all_reduce'",
+    )
+    assert answers["sizes"] == [{"source": "nccl_profiler", "n_ranks": 4, "n_ranks_from": "ranks seen"}]
+    # each of the 19 all-reduces on the 4 links of the rank-order ring (no log declares NCCL's rings)
+    assert len(answers["wire"]) == 19 * 4
+    assert all(r["bus"] == pytest.approx(r["alg"] * 1.5, rel=1e-12) for r in answers["wire"])
 
 
 def test_acceptance_every_all_reduce_matched_and_within_two_percent(con) -> None:
