@@ -19,6 +19,15 @@ $(BENCH_DEPS): $(STAMP) bench/requirements.txt
 	$(PY) -m pip install -q -r bench/requirements.txt
 	touch $(BENCH_DEPS)
 
+# Meta's Holistic Trace Analysis in a venv of its own (HTA 0.5.0 needs pandas < 3, tracecore's has 3): the
+# reference the suite checks step_breakdown against (bench/hta_breakdown.py runs in it).
+VENV_HTA  ?= .venv-hta
+HTA_STAMP := $(VENV_HTA)/.installed
+$(HTA_STAMP): bench/requirements-hta.txt
+	python3 -m venv $(VENV_HTA)
+	$(VENV_HTA)/bin/python -m pip install -q --no-compile -r bench/requirements-hta.txt
+	touch $(HTA_STAMP)
+
 # Everything the tests, bench and runners use (ssh and slurm daemons, tshark, chromium, ...).
 system-deps:
 	bash scripts/install-system-deps.sh
@@ -48,13 +57,13 @@ TEST_WORKERS ?= 2
 # Lint beside the bench extras' install, then the two kernel builds side by side (not during the install:
 # it upgrades setuptools, which numba's ahead-of-time build imports).
 test: $(STAMP) system-deps
-	$(MAKE) --no-print-directory -j2 lint $(BENCH_DEPS)
+	$(MAKE) --no-print-directory -j2 lint $(BENCH_DEPS) $(HTA_STAMP)
 	$(MAKE) --no-print-directory test-kernels
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The same suite in a random order (pytest-randomly; the seed is printed and
 # `.venv/bin/pytest -p randomly --randomly-seed=N` repeats it): no test may depend on another's order.
-test-shuffled: $(STAMP) system-deps test-kernels $(BENCH_DEPS)
+test-shuffled: $(STAMP) system-deps test-kernels $(BENCH_DEPS) $(HTA_STAMP)
 	$(VENV)/bin/pytest -p randomly
 
 # Opt-in, slow: generate real captures (GBs) and run the peer benchmark.
@@ -83,4 +92,4 @@ mutants: $(STAMP) kernels
 	$(PY) -m bench.mutants --jobs 2
 
 clean:
-	rm -rf $(VENV) dist build tracecore-data
+	rm -rf $(VENV) $(VENV_HTA) dist build tracecore-data

@@ -5,16 +5,23 @@
 -- Kind: answer
 -- Partition: run
 --
--- As Holistic Trace Analysis does from PyTorch traces alone, on the GPU: compute is the time any
--- compute kernel, memcpy or memset runs, communication the time any NCCL kernel runs, and exposed
--- communication the part of it when no compute runs (the step waits on the network). Steps come from
--- the trace (ProfilerStep#N, its span on the GPU when it has one); a worker whose sources profiled no
--- steps gets the training log's steps (step k: after Batch row k−1 up to Batch row k) with its
--- collectives' spans as communication and compute unknown, as does a CPU-only trace (gloo: the
--- collectives run on gloo's threads, no kernels). Time is the union of intervals clipped to the
--- step, so overlapping kernels count once. The wire: for each link the worker sends on, its frames
--- in the step with gaps of at most idle_ns counted busy (as collective_wire's busy_ns); the busiest
--- link and its share of the step.
+-- As Meta's Holistic Trace Analysis (HTA) does from PyTorch traces alone, on the GPU: compute is the
+-- time any compute kernel runs (every kernel but NCCL's), communication the time any NCCL kernel
+-- runs, memory the time any memcpy or memset runs, GPU idle the time none of them runs, and exposed
+-- communication the part of communication when no compute runs (the step waits on the network).
+-- Steps come from the trace: ProfilerStep#N's span on the GPU when it has one (from the first to the
+-- last GPU activity launched in the step, HTA's iteration), else on the host; the iteration is the
+-- step's wall time, ProfilerStep#N on the host (the GPU span is shorter when the GPU waits on the
+-- host, or the other ranks). Per step, gpu_idle_ns, compute_ns and step_ns − compute_ns −
+-- gpu_idle_ns are HTA 0.5.0's temporal breakdown (idle, compute, non-compute) of the iteration's
+-- GPU events and hidden_share its comm/comp overlap: to the ns with HTA_DISABLE_NS_ROUNDING=1,
+-- within 1 % of the step by default (HTA rounds each event inwards to whole µs; README). A worker
+-- whose sources profiled no steps gets the training log's steps (step k: after Batch row k−1 up to
+-- Batch row k) with its collectives' spans as communication and compute unknown, as does a CPU-only
+-- trace (gloo: the collectives run on gloo's threads, no kernels). Time is the union of intervals
+-- clipped to the step, so overlapping kernels count once. The wire: for each link the worker sends
+-- on, its frames in the step with gaps of at most idle_ns counted busy (as collective_wire's busy_ns);
+-- the busiest link and its share of the step.
 --
 -- Parameters:
 --   runs      list of run names; NULL = every run
@@ -24,7 +31,8 @@
 --   timed_by            'pytorch_profiler' (the trace's step) | 'train_log'
 --   start_ns, end_ns    the step, UTC ns
 --   step_ns             end_ns − start_ns, ns
---   compute_ns          time any compute kernel, memcpy or memset ran, ns; NULL when not traced
+--   compute_ns          time any compute kernel ran (not NCCL's, memcpy or memset), ns; NULL when not
+--                       traced
 --   communication_ns    time any collective ran (NCCL kernels; else the collectives' spans), ns
 --   overlap_ns          communication during compute, ns; NULL when compute is
 --   exposed_ns          communication_ns − overlap_ns: communication nothing hid, ns; NULL when compute is
@@ -32,6 +40,17 @@
 --   busiest_link        the worker it sends the most busy time to in the step; NULL without frames
 --   link_busy_ns        that link's busy time in the step, ns
 --   link_busy_share     link_busy_ns / step_ns
+--   iteration_ns        the iteration's wall time: ProfilerStep#N on the host (else to the next step's
+--                       start); a train_log step's step_ns, ns
+--   memory_ns           time any memcpy or memset ran, ns; NULL when not traced
+--   gpu_idle_ns         time in the step when nothing ran on the GPU (no kernel, memcpy or memset), ns;
+--                       NULL when not traced
+--   gpu_idle_share, compute_share, communication_share   gpu_idle_ns, compute_ns, communication_ns / step_ns
+--   non_compute_share   (step_ns − compute_ns − gpu_idle_ns) / step_ns: GPU busy without compute
+--                       (exposed communication, memory); the three shares HTA's sum to 1
+--   hidden_share        overlap_ns / communication_ns: the communication compute hid; NULL without any
+--   iteration_idle_share   1 − (step_ns − gpu_idle_ns) / iteration_ns (≥ 0): the share of the iteration's
+--                       wall time the GPU had none of the step's work to run
 CREATE OR REPLACE MACRO step_breakdown(runs := NULL, idle_ns := 1000000) AS TABLE
 WITH
 files AS (  -- each trace's worker, as collective_calls placed it (or the rank's capture)
@@ -45,22 +64,26 @@ files AS (  -- each trace's worker, as collective_calls placed it (or the rank's
 ),
 profiled AS (
     SELECT s.run, f.worker, s.rank, s.step, s.file, 'pytorch_profiler' AS timed_by,
-           coalesce(s.gpu_start_ns, s.start_ns) AS t0, coalesce(s.gpu_end_ns, s.end_ns) AS t1
+           coalesce(s.gpu_start_ns, s.start_ns) AS t0, coalesce(s.gpu_end_ns, s.end_ns) AS t1,
+           coalesce(s.end_ns - s.start_ns,
+                    lead(coalesce(s.gpu_start_ns, s.start_ns)) OVER (PARTITION BY s.run, s.file ORDER BY s.step)
+                    - coalesce(s.gpu_start_ns, s.start_ns)) AS iteration_ns
     FROM profiler_steps AS s
     JOIN files AS f ON f.run = s.run AND f.file = s.file
     WHERE f.worker IS NOT NULL AND coalesce(s.gpu_start_ns, s.start_ns) < coalesce(s.gpu_end_ns, s.end_ns)
 ),
 logged AS (  -- workers with collectives but no profiled steps
     SELECT b.run, w.worker, w.rank, b.step, NULL::VARCHAR AS file, 'train_log' AS timed_by,
-           b.start_ns AS t0, b.end_ns AS t1
+           b.start_ns AS t0, b.end_ns AS t1, b.end_ns - b.start_ns AS iteration_ns
     FROM (SELECT run, worker, min(rank) AS rank FROM collective_calls WHERE worker IS NOT NULL GROUP BY ALL) AS w
     JOIN train_steps(runs := runs) AS b ON b.run = w.run
     WHERE NOT EXISTS (SELECT 1 FROM profiled AS p WHERE p.run = w.run AND p.worker = w.worker)
 ),
 steps AS (SELECT * FROM profiled UNION ALL SELECT * FROM logged),
 traced AS (SELECT DISTINCT run, file FROM profiler_kernels),
-spans AS (  -- what ran in each step, clipped to it: 'p' compute, 'c' communication
-    SELECT s.run, s.worker, s.step, CASE WHEN k.kind = 'communication' THEN 'c' ELSE 'p' END AS what,
+spans AS (  -- what ran in each step, clipped to it: 'p' compute, 'c' communication, 'm' memcpy/memset
+    SELECT s.run, s.worker, s.step,
+           CASE k.kind WHEN 'communication' THEN 'c' WHEN 'compute' THEN 'p' ELSE 'm' END AS what,
            greatest(k.start_ns, s.t0) AS a, least(k.end_ns, s.t1) AS b
     FROM steps AS s
     JOIN profiler_kernels AS k ON k.run = s.run AND k.file = s.file AND k.start_ns < s.t1 AND k.end_ns > s.t0
@@ -74,24 +97,27 @@ spans AS (  -- what ran in each step, clipped to it: 'p' compute, 'c' communicat
 ),
 edges AS (
     SELECT run, worker, step, a AS t, CASE WHEN what = 'c' THEN 1 ELSE 0 END AS dc,
-           CASE WHEN what = 'p' THEN 1 ELSE 0 END AS dp
+           CASE WHEN what = 'p' THEN 1 ELSE 0 END AS dp, CASE WHEN what = 'm' THEN 1 ELSE 0 END AS dm
     FROM spans
     UNION ALL
-    SELECT run, worker, step, b, CASE WHEN what = 'c' THEN -1 ELSE 0 END, CASE WHEN what = 'p' THEN -1 ELSE 0 END
+    SELECT run, worker, step, b, CASE WHEN what = 'c' THEN -1 ELSE 0 END, CASE WHEN what = 'p' THEN -1 ELSE 0 END,
+           CASE WHEN what = 'm' THEN -1 ELSE 0 END
     FROM spans
 ),
 swept AS (  -- a sweep over the step's edges: how many of each kind run between consecutive edges
     SELECT run, worker, step, t,
-           sum(dc) OVER w AS c, sum(dp) OVER w AS p,
-           lead(t) OVER (PARTITION BY run, worker, step ORDER BY t, dc, dp) - t AS dt
+           sum(dc) OVER w AS c, sum(dp) OVER w AS p, sum(dm) OVER w AS m,
+           lead(t) OVER (PARTITION BY run, worker, step ORDER BY t, dc, dp, dm) - t AS dt
     FROM edges
-    WINDOW w AS (PARTITION BY run, worker, step ORDER BY t, dc, dp ROWS UNBOUNDED PRECEDING)
+    WINDOW w AS (PARTITION BY run, worker, step ORDER BY t, dc, dp, dm ROWS UNBOUNDED PRECEDING)
 ),
 busy AS (
     SELECT run, worker, step,
            coalesce(sum(dt) FILTER (WHERE c > 0), 0)::BIGINT AS communication_ns,
            coalesce(sum(dt) FILTER (WHERE p > 0), 0)::BIGINT AS compute_ns,
-           coalesce(sum(dt) FILTER (WHERE c > 0 AND p > 0), 0)::BIGINT AS overlap_ns
+           coalesce(sum(dt) FILTER (WHERE c > 0 AND p > 0), 0)::BIGINT AS overlap_ns,
+           coalesce(sum(dt) FILTER (WHERE m > 0), 0)::BIGINT AS memory_ns,
+           coalesce(sum(dt) FILTER (WHERE c > 0 OR p > 0 OR m > 0), 0)::BIGINT AS gpu_busy_ns
     FROM swept
     GROUP BY run, worker, step
 ),
@@ -113,21 +139,34 @@ links AS (
         GROUP BY ALL
     )
     GROUP BY run, worker, step
+),
+measured AS (
+    SELECT s.run, s.worker, s.rank, s.step, s.timed_by, s.t0 AS start_ns, s.t1 AS end_ns, s.t1 - s.t0 AS step_ns,
+           s.iteration_ns,
+           CASE WHEN t.file IS NOT NULL THEN coalesce(b.compute_ns, 0) END AS compute_ns,
+           coalesce(b.communication_ns, 0) AS communication_ns,
+           CASE WHEN t.file IS NOT NULL THEN coalesce(b.overlap_ns, 0) END AS overlap_ns,
+           CASE WHEN t.file IS NOT NULL THEN coalesce(b.communication_ns, 0) - coalesce(b.overlap_ns, 0) END
+               AS exposed_ns,
+           CASE WHEN t.file IS NOT NULL THEN coalesce(b.memory_ns, 0) END AS memory_ns,
+           CASE WHEN t.file IS NOT NULL THEN s.t1 - s.t0 - coalesce(b.gpu_busy_ns, 0) END AS gpu_idle_ns,
+           l.busiest_link, coalesce(l.link_busy_ns, 0) AS link_busy_ns
+    FROM steps AS s
+    LEFT JOIN busy AS b ON b.run = s.run AND b.worker = s.worker AND b.step = s.step
+    LEFT JOIN links AS l ON l.run = s.run AND l.worker = s.worker AND l.step = s.step
+    LEFT JOIN traced AS t ON t.run = s.run AND t.file = s.file
 )
-SELECT s.run, s.worker, s.rank, s.step, s.timed_by, s.t0 AS start_ns, s.t1 AS end_ns, s.t1 - s.t0 AS step_ns,
-       CASE WHEN t.file IS NOT NULL THEN coalesce(b.compute_ns, 0) END AS compute_ns,
-       coalesce(b.communication_ns, 0) AS communication_ns,
-       CASE WHEN t.file IS NOT NULL THEN coalesce(b.overlap_ns, 0) END AS overlap_ns,
-       CASE WHEN t.file IS NOT NULL THEN coalesce(b.communication_ns, 0) - coalesce(b.overlap_ns, 0) END
-           AS exposed_ns,
-       (CASE WHEN t.file IS NOT NULL THEN coalesce(b.communication_ns, 0) - coalesce(b.overlap_ns, 0) END)
-           / (s.t1 - s.t0) AS exposed_share,
-       l.busiest_link, coalesce(l.link_busy_ns, 0) AS link_busy_ns,
-       coalesce(l.link_busy_ns, 0) / (s.t1 - s.t0) AS link_busy_share
-FROM steps AS s
-LEFT JOIN busy AS b ON b.run = s.run AND b.worker = s.worker AND b.step = s.step
-LEFT JOIN links AS l ON l.run = s.run AND l.worker = s.worker AND l.step = s.step
-LEFT JOIN traced AS t ON t.run = s.run AND t.file = s.file
-ORDER BY s.run, s.worker, s.step;
+SELECT run, worker, rank, step, timed_by, start_ns, end_ns, step_ns, compute_ns, communication_ns, overlap_ns,
+       exposed_ns, exposed_ns / step_ns AS exposed_share, busiest_link, link_busy_ns,
+       link_busy_ns / step_ns AS link_busy_share,
+       iteration_ns, memory_ns, gpu_idle_ns,
+       gpu_idle_ns / step_ns AS gpu_idle_share,
+       compute_ns / step_ns AS compute_share,
+       communication_ns / step_ns AS communication_share,
+       (step_ns - compute_ns - gpu_idle_ns) / step_ns AS non_compute_share,
+       overlap_ns / nullif(communication_ns, 0) AS hidden_share,
+       greatest(1 - (step_ns - gpu_idle_ns) / iteration_ns, 0) AS iteration_idle_share
+FROM measured
+ORDER BY run, worker, step;
 
 CREATE OR REPLACE VIEW step_breakdown AS SELECT * FROM step_breakdown();
