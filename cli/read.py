@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import Annotated
 
 import typer
 
@@ -17,18 +17,6 @@ from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.destination import sink
 from tracecore.cli.options import FormatOpt, Limit, Out
 from tracecore.cli.output import Format, write_batches
-
-PROTOCOLS = {
-    1: "ICMP",
-    2: "IGMP",
-    6: "TCP",
-    17: "UDP",
-    41: "IPv6",
-    47: "GRE",
-    50: "ESP",
-    58: "ICMPv6",
-    132: "SCTP",
-}
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +33,11 @@ def read(
     fmt: FormatOpt = Format.table,
     out: Out = None,
 ) -> None:
-    """Read a capture and print its packets (number, time, addresses, protocol, ports, length).
+    """Read a capture and print its packets: number, seconds since the first, source → destination,
+    protocol, frame length and tshark's Info (TCP: ports, flags, Seq, Ack, Win, Len; UDP: ports, Len;
+    RoCE: operation, QP, PSN). Seq and Ack are relative, as tshark shows them by default (to the first
+    sequence number of each direction); --format csv has the raw tcp_seq and tcp_ack. In a terminal
+    each line is cut to its width with …; piped or written, lines stay whole.
 
     \b
     Examples:
@@ -53,7 +45,9 @@ def read(
       $ tracecore read capture.pcap --format csv --out packets.csv
       $ cat capture.pcap | tracecore read - --limit 3
     """
+    from tracecore.cli.fit import terminal_width
     from tracecore.reader import CaptureReader
+    from tracecore.reader.listing import packet_lines
     from tracecore.schema import PACKET_SCHEMA
     from tracecore.terminal import safe
 
@@ -67,7 +61,8 @@ def read(
             write_batches(PACKET_SCHEMA, batches, fmt, out)
         else:
             with sink(out) as text:
-                _write_lines(batches, text)
+                for line in packet_lines(batches, terminal_width(out)):
+                    text.write(line + "\n")
     finally:
         for warning in reader.warnings:
             typer.echo(f"Warning: {safe(warning)}", err=True)
@@ -85,35 +80,3 @@ def _limited(batches, limit: int | None):
         left -= min(left, batch.num_rows)
         if left == 0:
             break
-
-
-def _write_lines(batches, sink: TextIO) -> None:
-    """One tshark-like line per packet: number, time since the first, addresses, protocol, ports, length,
-    and for RoCE and tunnel packets an Info text (operation, QP, PSN; VNI and inner addresses)."""
-    from tracecore.reader.names import protocol, summary
-
-    sink.write(
-        f"{'No.':>7} {'Time':>14}  {'Source':<39} {'Destination':<39} {'Protocol':<8} {'Ports':<13} "
-        "Length Info\n"
-    )
-    number = 0
-    first_ts: int | None = None
-    for batch in batches:
-        cols = batch.to_pydict()
-        for i in range(batch.num_rows):
-            number += 1
-            ts = cols["ts_ns"][i]
-            first_ts = ts if first_ts is None else first_ts
-            proto = cols["ip_proto"][i]
-            name = f"link {cols['link_type'][i]}" if proto is None else PROTOCOLS.get(proto, str(proto))
-            info = ""
-            if cols["rdma_opcode"][i] is not None or cols["tunnel"][i] is not None:
-                row = {key: values[i] for key, values in cols.items()}
-                name, info = protocol(row) or name, " " + summary(row)
-            sport, dport = cols["src_port"][i], cols["dst_port"][i]
-            ports = f"{sport} → {dport}" if sport is not None else ""
-            line = (
-                f"{number:>7} {(ts - first_ts) / 1e9:>14.9f}  {cols['src_ip'][i] or '':<39} "
-                f"{cols['dst_ip'][i] or '':<39} {name:<8} {ports:<13} {cols['frame_len'][i]:<6}{info}"
-            )
-            sink.write(line.rstrip() + "\n")

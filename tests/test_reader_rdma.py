@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -339,20 +340,19 @@ def test_read_names_roce_operations_and_tunnels(corpus: Path) -> None:
         return [line.split(None, 2)[2] for line in result.stdout.splitlines()[1:]]  # from the addresses on
 
     assert table("scapy_roce_hexcaps.pcap") == [
-        f"{'10.0.17.1':<39} {'10.0.18.1':<39} RoCEv2   0 → 4791      74     CNP QP=0x000118 PSN=0",
-        f"{'RoCE':<8} {'':<13} 94     RC RDMA Write Only QP=0x00010a PSN=10979516",
-        f"{'RoCE':<8} {'':<13} 74     RC Acknowledge QP=0x000109 PSN=10979520",
+        "10.0.17.1 → 10.0.18.1   RoCEv2     74 CNP QP=0x000118 PSN=0",
+        "RoCE       94 RC RDMA Write Only QP=0x00010a PSN=10979516",
+        "RoCE       74 RC Acknowledge QP=0x000109 PSN=10979520",
     ]
     assert table("tcpdump_vxlan.pcap", "--limit", "2") == [
-        f"{'192.168.203.1':<39} {'192.168.202.1':<39} VXLAN    45149 → 4789  148    VXLAN VNI=100"
-        " 192.168.203.3 → 192.168.203.5",
-        f"{'192.168.202.1':<39} {'192.168.203.1':<39} VXLAN    42710 → 4789  92     VXLAN VNI=100",
+        "192.168.203.1 → 192.168.202.1 VXLAN    148 VXLAN VNI=100 192.168.203.3 → 192.168.203.5",
+        "192.168.202.1 → 192.168.203.1 VXLAN     92 VXLAN VNI=100",
     ]
     assert table("tcpdump_geneve-gcp.pcap")[0].endswith(
         "Geneve VNI=0 192.168.100.2:2905 → 192.168.100.1:8080"
     )
     lines = table("linlinw5_nccl_ring2_node0.pcap")
-    infos = {line.split(" QP=")[0].rsplit("  ", 1)[-1].strip() for line in lines if "QP=" in line}
+    infos = {re.search(r" \d+ (\D+)$", line.split(" QP=")[0]).group(1) for line in lines if "QP=" in line}
     assert infos == {
         "RC RDMA Write Only",
         "RC RDMA Write Only Immediate",
