@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import tomli_w
+
 from tracecore.runners.testbed import Testbed
 
 RUN = "torch_ddp-mlp4m-sgd-16-gloo-normal-ring"
@@ -60,12 +62,14 @@ WORKER = textwrap.dedent(
                 time.sleep(delay_s)  # a straggler: late to every step's all-reduce
             x, y = torch.randn(16, 1024), torch.randint(0, 10, (16,))
             opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+            out = model(x)
+            loss = torch.nn.functional.cross_entropy(out, y)
             loss.backward()
             opt.step()
             prof.step()
             if log:
-                acc = (model(x).argmax(1) == y).float().mean().item()
+                # the step's own output: a second forward pass made rank 0 a straggler of every step
+                acc = (out.argmax(1) == y).float().mean().item()
                 log.write(f"Batch,{step},{time.time():.6f},{loss.item():.6f},{acc:.6f}\\n")
                 log.flush()
     if log:
@@ -130,9 +134,10 @@ def make_run(
     active: int = len(PROFILED),
     cause: Cause | None = None,
     subnet: str = "192.168.93.0/24",
+    name: str | None = None,
 ) -> Path:
     """Train, capture and profile `run` (ranks ranks, the profiler's active steps from step 2) in a
-    fresh testbed with `cause` planted; returns the run folder."""
+    fresh testbed with `cause` planted; returns the run folder. `name`: the run's name in run.toml."""
     cause = cause or Cause()
     run_dir = root / run
     run_dir.mkdir(parents=True)
@@ -169,6 +174,7 @@ def make_run(
         f'\n[[hosts]]\nname = "w{i}"\nip = "{ip}"\nclock_offset_ns = 0\nclock_rtt_ns = 50000\n'
         for i, ip in enumerate(ips)
     )
-    (run_dir / "run.toml").write_text(f"[model]\ngradient_bytes = {gradient_bytes(hidden)}\n{hosts}")
+    renamed = tomli_w.dumps({"name": name}) if name else ""
+    (run_dir / "run.toml").write_text(f"{renamed}[model]\ngradient_bytes = {gradient_bytes(hidden)}\n{hosts}")
     json.loads((run_dir / "kineto-rank0.json").read_text())  # written whole
     return run_dir

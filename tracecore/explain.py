@@ -49,8 +49,8 @@ def explain(
 
     def work(con: duckdb.DuckDBPyConnection) -> Explanation:
         asked = check_runs(con, runs) or known_runs(con)
-        table = run_view(con, VIEW, runs=runs, params=params)
         traced = {r for (r,) in con.execute("SELECT DISTINCT run FROM collectives").fetchall()}
+        table = run_view(con, VIEW, runs=runs, params=params)
         return Explanation(table, asked, [r for r in asked if r not in traced])
 
     return with_dataset(data_dir, work)
