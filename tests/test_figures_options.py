@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
@@ -138,12 +139,14 @@ def test_axes_follow_the_data_and_flows_are_named(con) -> None:
     assert high < 0.25  # the sample's accuracy stays under 0.19: not a fixed 0–1 axis
     flows = spec_of(con, "temporal_flows", [SAMPLE])
     names = {r["flow"] for r in flows["data"]["values"]}
-    assert "W1:29500→W2:40586" in names
+    assert len(names) == 12  # the busiest by bytes, each row named sender:port→receiver:port
+    assert all(re.fullmatch(r"W\d:\d+→W\d:\d+", name) for name in names), names
+    assert subtitle(flows)[0].endswith("the 12 busiest of 22 flows")
     assert flows["encoding"]["y"]["field"] == "flow"
     assert "busiest" in json.dumps(flows["encoding"]["color"]["title"])
     one = spec_of(con, "flow_matrix", [SAMPLE])
     assert title_text(one) == "Communication pattern: volume per directed worker pair"
-    assert "2 runs" in title_text(spec_of(con, "flow_matrix"))
+    assert subtitle(spec_of(con, "flow_matrix"))[0] == "4 workers, mean of 2 runs"
 
 
 def test_figure_data_out_is_the_drawn_rows(tmp_path, sample_dataset) -> None:

@@ -12,12 +12,13 @@ from typing import Any
 import altair as alt
 
 from tracecore.figures._data import WIDTH, empty_chart, inline
+from tracecore.figures.style import runs_caption
 
 TITLE = "Collectives on the wire: one step's collectives per rank above each link's load"
 
 
 def timeline_chart(blocks: list[dict[str, Any]]) -> alt.TopLevelMixin:
-    """`blocks`: one per run, each {"title", "span_ms", "spans": [...], "load": [...], "bin_ms"}.
+    """`blocks`: one per run, each {"run", "title", "span_ms", "spans": [...], "load": [...], "bin_ms"}.
 
     spans: {"lane", "kind" ('collective' | 'wire'), "t0_ms", "t1_ms", "what", "op", "tip"};
     load: {"link", "t_ms", "gbps"}."""
@@ -38,11 +39,14 @@ def timeline_chart(blocks: list[dict[str, Any]]) -> alt.TopLevelMixin:
             .mark_bar(height={"band": 0.7}, cornerRadius=2)
             .encode(
                 x=x,
-                x2="t1_ms:Q",
+                x2=alt.X2("t1_ms:Q"),
                 y=alt.Y("lane:N", title=None, sort=lanes),
                 color=alt.Color("what:N", title="Collective", scale=alt.Scale(scheme="tableau20")),
                 opacity=alt.Opacity(
-                    "kind:N", scale=alt.Scale(domain=["collective", "wire"], range=[1.0, 0.55]), legend=None
+                    "kind:N",
+                    sort=["collective", "wire"],  # a sorted field: Vega-Lite warns of an unsorted one
+                    scale=alt.Scale(domain=["collective", "wire"], range=[1.0, 0.55]),
+                    legend=None,
                 ),
                 tooltip=[alt.Tooltip("lane:N"), alt.Tooltip("what:N"), alt.Tooltip("tip:N")],
             )
@@ -59,9 +63,14 @@ def timeline_chart(blocks: list[dict[str, Any]]) -> alt.TopLevelMixin:
                 ),
                 y=alt.Y("gbps:Q", title=f"Link load [Gbit/s] ({block['bin_ms']:g} ms bins)"),
                 color=alt.Color("link:N", title="Link", scale=alt.Scale(scheme="tableau10")),
-                tooltip=["link:N", alt.Tooltip("t_ms:Q", format=".2f"), alt.Tooltip("gbps:Q", format=".2f")],
+                tooltip=[
+                    alt.Tooltip("link:N"),
+                    alt.Tooltip("t_ms:Q", format=".2f"),
+                    alt.Tooltip("gbps:Q", format=".2f"),
+                ],
             )
             .properties(width=WIDTH + 160, height=140)
         )
         charts.append(alt.vconcat(spans, load).resolve_scale(x="shared", color="independent"))
-    return alt.vconcat(*charts, title=TITLE).resolve_scale(color="independent")
+    heading = alt.Title(TITLE, subtitle=runs_caption(b["run"] for b in blocks if "run" in b))
+    return alt.vconcat(*charts, title=heading).resolve_scale(color="independent")

@@ -28,30 +28,42 @@ def several_runs(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     return run_view(con, "run_bounds", runs=runs).num_rows > 1
 
 
-def flow_matrix_diff_chart(flow_matrix: pa.Table) -> alt.FacetChart | alt.Chart:
-    """Each run's volume per directed worker pair minus the first run's, a diverging heatmap per run."""
-    title = "Flow matrix difference against the first run"
+def flow_matrix_diff_chart(
+    flow_matrix: pa.Table, workers: dict[str, int] | None = None
+) -> alt.FacetChart | alt.Chart:
+    """Each run's volume per directed worker pair minus that of the first run with as many workers
+    (`workers`: run → count, else the labels each run has), a diverging heatmap per run; runs of
+    different worker counts are never compared."""
+    title = "Flow matrix difference against the first run with as many workers"
     data = [
         r
         for r in rows(flow_matrix, ["run", "src_worker", "dst_worker", "bytes"])
         if r["src_worker"] and r["dst_worker"]
     ]
-    runs = list(dict.fromkeys(r["run"] for r in data))
-    if len(runs) < 2:
-        return empty_chart(title, "needs two runs with worker-to-worker traffic")
-    labels = short_runs(runs)
-    base, others = runs[0], runs[1:]
     volume: dict[tuple[str, str, str], int] = {}
     for r in data:
         key = (r["run"], r["src_worker"], r["dst_worker"])
         volume[key] = volume.get(key, 0) + r["bytes"]
-    pairs = sorted({(s, d) for _, s, d in volume}, key=lambda p: (worker_key(p[0]), worker_key(p[1])))
-    diffs = [
-        (run, s, d, volume.get((run, s, d), 0) - volume.get((base, s, d), 0))
-        for run in others
-        for s, d in pairs
-    ]
+    runs = list(dict.fromkeys(r["run"] for r in data))
+    by_count: dict[int, list[str]] = {}
+    for run in runs:
+        count = (workers or {}).get(run) or len({w for k in volume if k[0] == run for w in k[1:]})
+        by_count.setdefault(count, []).append(run)
+    compared = [group for group in by_count.values() if len(group) > 1]
+    if not compared:
+        return empty_chart(
+            title, "needs two runs with the same number of workers and worker-to-worker traffic"
+        )
+    labels = short_runs(runs)
+    diffs = []
+    for group in compared:
+        base = group[0]
+        pairs = {(s, d) for run, s, d in volume if run in group}
+        for run in group[1:]:
+            for s, d in sorted(pairs, key=lambda p: (worker_key(p[0]), worker_key(p[1]))):
+                diffs.append((run, base, s, d, volume.get((run, s, d), 0) - volume.get((base, s, d), 0)))
     unit, scale = byte_unit(max(abs(x) for *_, x in diffs) or 1)
+    extent = max(abs(x) for *_, x in diffs) / scale or 1
     cells = [
         {
             "run": run,
@@ -59,13 +71,13 @@ def flow_matrix_diff_chart(flow_matrix: pa.Table) -> alt.FacetChart | alt.Chart:
             "src_worker": s,
             "dst_worker": d,
             "diff": x / scale,
+            "text": _signed(x / scale, extent),
             "base": volume.get((base, s, d), 0) / scale,
         }
-        for run, s, d, x in diffs
+        for run, base, s, d, x in diffs
     ]
-    extent = max(abs(c["diff"]) for c in cells) or 1
-    workers = sorted({p for pair in pairs for p in pair}, key=worker_key)
-    chart = alt.Chart().encode(**pair_axes(workers))
+    workers_seen = sorted({c[k] for c in cells for k in ("src_worker", "dst_worker")}, key=worker_key)
+    chart = alt.Chart().encode(**pair_axes(workers_seen))
     heat = chart.mark_rect().encode(
         color=alt.Color(
             "diff:Q",
@@ -80,15 +92,33 @@ def flow_matrix_diff_chart(flow_matrix: pa.Table) -> alt.FacetChart | alt.Chart:
             alt.Tooltip("base:Q", format=".4g", title=f"first run [{unit}]"),
         ],
     )
-    text = chart.mark_text(fontSize=10).encode(text=alt.Text("diff:Q", format="+.2g"))
-    side = 55 * len(workers)
-    facet = alt.Facet("panel:N", title=None, sort=[f"{labels[r]} − {labels[base]}" for r in others])
-    subtitle = [f"first run: {base}", runs_caption(labels)]
-    return (
+    text = chart.mark_text(fontSize=10).encode(
+        text=alt.Text("text:N"),
+        color=alt.ColorValue(  # white on the darkest cells
+            value="black", condition={"test": f"abs(datum.diff) > {extent / 2}", "value": "white"}
+        ),
+    )
+    panels = list(dict.fromkeys(c["panel"] for c in cells))
+    facet = alt.Facet("panel:N", title=None, sort=panels)
+    bases = ", ".join(labels[group[0]] for group in compared)
+    alone = [labels[group[0]] for group in by_count.values() if len(group) == 1]
+    subtitle = [
+        f"first run{'s' if len(compared) > 1 else ''}: {bases}"
+        + (f" · not compared (no other run with as many workers): {', '.join(alone)}" if alone else ""),
+        runs_caption(labels),
+    ]
+    faceted = (
         alt.layer(heat, text)
-        .properties(width=side, height=side)
+        .properties(width=alt.Step(55), height=alt.Step(55))
         .facet(facet=facet, columns=3, data=inline(cells), title=alt.Title(title, subtitle=subtitle))
     )
+    return faceted.resolve_scale(x="independent", y="independent") if len(compared) > 1 else faceted
+
+
+def _signed(value: float, extent: float) -> str:
+    """A cell's difference as its label: two significant digits (no exponent: values under 0.5 % of the
+    largest one read 0)."""
+    return "0" if abs(value) < extent * 0.005 else f"{value:+.2g}".replace("-", "−")  # d3's minus sign
 
 
 def throughput_overlay_chart(link_total: pa.Table) -> alt.Chart:
@@ -154,7 +184,9 @@ def loss_over_time_chart(accuracy_vs_data: pa.Table) -> alt.Chart:
 @uses("window")
 def flow_matrix_diff(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
     params = options.view_params(["from_ns", "to_ns"])
-    return flow_matrix_diff_chart(run_view(con, "flow_matrix", runs=runs, params=params))
+    summary = run_view(con, "run_summary", runs=runs)
+    workers = dict(zip(summary.column("run").to_pylist(), summary.column("workers").to_pylist(), strict=True))
+    return flow_matrix_diff_chart(run_view(con, "flow_matrix", runs=runs, params=params), workers)
 
 
 @uses("bin", "window")
@@ -174,7 +206,7 @@ FIGURES = [
     Figure(
         "runs_flow_diff",
         "",
-        "Run comparison: volume per worker pair minus the first run's",
+        "Run comparison: volume per worker pair minus that of the first run with as many workers",
         flow_matrix_diff,
         shown_when=several_runs,
     ),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tracecore.figures import collectives, confidence, timeseries, traffic, training
+from tracecore.figures import collectives, confidence, gpu, timeseries, traffic, training
 from tracecore.figures._views import run_view
 from tracecore.figures.options import FigureOptions, uses
 from tracecore.figures.style import short_runs
@@ -117,6 +117,15 @@ def link_util(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions
     )
 
 
+@uses("window")
+def flow_matrix(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
+    """Fig. 4 from each run's matrix: runs are averaged only with runs of as many workers."""
+    table = run_view(con, "flow_matrix", runs=runs, params=options.view_params(["from_ns", "to_ns"]))
+    summary = run_view(con, "run_summary", runs=runs)
+    workers = dict(zip(summary.column("run").to_pylist(), summary.column("workers").to_pylist(), strict=True))
+    return traffic.flow_matrix_chart(table, workers)
+
+
 @uses("bin", "window")
 def temporal_flows(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
     bin_ns = options.bin_ns or nice_bin_ns(longest_span_ns(con, runs, options), 60, 100 * MS)
@@ -159,7 +168,9 @@ def batch_size_effect(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLeve
         )
         # the link's rows as dicts: a mask and Table.filter, or new Arrow columns, would load pandas
         # (seconds of a report)
-        label = f"batch {meta[run]['batch_size']}" + (f" · {names[run]}" if len(names) > 1 else "")
+        label = f"batch {meta[run]['batch_size']}"
+        if len(names) > 1 and names[run] != label:  # the runs' label, unless it says just that
+            label += f" · {names[run]}"
         parts.extend(
             {**r, "label": label, "order": order}
             for r in util.to_pylist()
@@ -181,6 +192,11 @@ ORDER BY run, step
 """
 
 
+def has_nccl_logs(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
+    """Whether any of `runs` (None = all) has NCCL's INFO logs: the report's topology table needs them."""
+    return _any_row(con, runs, "SELECT 1 FROM nccl_ranks WHERE true")
+
+
 def has_collectives(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     """Whether any of `runs` (None = all) has a collective placed in time: the report's timeline needs one."""
     return _any_row(con, runs, "SELECT 1 FROM collectives WHERE start_ns IS NOT NULL")
@@ -193,15 +209,15 @@ def collective_timeline(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLe
     by_run: dict[str, list[dict]] = {}
     for span in spans:
         by_run.setdefault(span["run"], []).append(span)
-    blocks = []
+    blocks, labels = [], short_runs(by_run)
     for run, steps in by_run.items():
-        block = _timeline_block(con, run, steps[len(steps) // 2])
+        block = _timeline_block(con, run, steps[len(steps) // 2], labels[run])
         if block is not None:
             blocks.append(block)
     return collectives.timeline_chart(blocks)
 
 
-def _timeline_block(con: duckdb.DuckDBPyConnection, run: str, step: dict) -> dict | None:
+def _timeline_block(con: duckdb.DuckDBPyConnection, run: str, step: dict, label: str) -> dict | None:
     t0, t1 = step["t0"], step["t1"]
     calls = [
         c
@@ -261,8 +277,15 @@ def _timeline_block(con: duckdb.DuckDBPyConnection, run: str, step: dict) -> dic
         }
         for u in util.to_pylist()
     ]
-    title = f"{run} · step {step['step']} · {source}"
-    return {"title": title, "span_ms": (t1 - t0) / 1e6, "spans": rows, "load": load, "bin_ms": bin_ns / 1e6}
+    title = f"{label} · step {step['step']} · {source}"
+    return {
+        "run": run,
+        "title": title,
+        "span_ms": (t1 - t0) / 1e6,
+        "spans": rows,
+        "load": load,
+        "bin_ms": bin_ns / 1e6,
+    }
 
 
 FIGURES = [
@@ -275,8 +298,8 @@ FIGURES = [
     Figure(
         "flow_matrix",
         "Fig. 4",
-        "Mean volume per directed worker pair: log-scale heatmap",
-        _of_view("flow_matrix_mean", traffic.flow_matrix_chart),
+        "Volume per directed worker pair, one log-scale heatmap per worker count",
+        flow_matrix,
     ),
     Figure(
         "flow_counts",
@@ -284,8 +307,14 @@ FIGURES = [
         "Flows per run under five flow definitions (TCP 4-tuple … RDMA queue pair)",
         _of_view("flow_counts", traffic.flow_counts_chart),
     ),
-    Figure("temporal_flows", "Fig. 6", "Per-flow load over time, one row per TCP flow", temporal_flows),
-    Figure("link_util", "Fig. 7", "Per-link throughput in Gbit/s over time (10 ms bins)", link_util),
+    Figure(
+        "temporal_flows",
+        "Fig. 6",
+        "Per-flow load over time: each run's busiest TCP flows by bytes, one row each",
+        temporal_flows,
+    ),
+    # the bin width depends on the run's length: the chart's subtitle names it, not this heading
+    Figure("link_util", "Fig. 7", "Per-link throughput in Gbit/s over time", link_util),
     Figure(
         "accuracy_vs_data",
         "Fig. 8",
@@ -325,6 +354,13 @@ FIGURES = [
         "",
         "Payload per rank per step vs 2(N−1)/N × gradient bytes",
         _of_view("data_per_step", training.data_per_step_chart),
+    ),
+    Figure(
+        "step_breakdown",
+        "",
+        "Where each step's time went on the GPU, per worker: compute, communication, idle (profiler traces)",
+        _of_view("step_breakdown", gpu.step_breakdown_chart),
+        shown_when=has_collectives,
     ),
     Figure(
         "collective_timeline",

@@ -242,9 +242,15 @@ def batch_size_effect_chart(windows: pa.Table | list[dict]) -> alt.Chart | alt.F
     return chart.facet(data=inline(data), row=row, title=title).resolve_scale(x="independent")
 
 
-def temporal_flows_chart(temporal_flows: pa.Table) -> alt.Chart | alt.FacetChart:
+FLOWS_SHOWN = 12  # Fig. 6 draws each run's busiest flows by bytes, each row named
+
+
+def temporal_flows_chart(
+    temporal_flows: pa.Table, top: int | None = FLOWS_SHOWN
+) -> alt.Chart | alt.FacetChart:
     """Fig. 6: each flow (directed TCP 4-tuple) as a row of time bins coloured by its load, relative
-    to the run's busiest flow-bin; rows named src:port→dst:port."""
+    to the run's busiest flow-bin; rows named src:port→dst:port, the busiest on top. `top`: how many
+    of each run's flows, by bytes, are drawn (None: all); the subtitle says how many were left out."""
     title = "Temporal flow load"
     data = rows(
         temporal_flows,
@@ -265,13 +271,25 @@ def temporal_flows_chart(temporal_flows: pa.Table) -> alt.Chart | alt.FacetChart
     )
     if not data:
         return empty_chart(title, "no TCP flows in the selected runs")
+    volume: dict[tuple[str, int], int] = {}
+    for r in data:
+        volume[(r["run"], r["flow_id"])] = volume.get((r["run"], r["flow_id"]), 0) + r["bytes"]
+    ranked: dict[str, list[int]] = {}
+    for run, flow_id in sorted(volume, key=lambda k: (-volume[k], k[1])):
+        ranked.setdefault(run, []).append(flow_id)
+    kept = {(run, f): order for run, flows in ranked.items() for order, f in enumerate(flows[:top])}
+    labels = short_runs(r["run"] for r in data)
+    cut = {labels[run]: len(ranked[run]) for run in labels if top and len(ranked[run]) > top}
+    bin_ns = data[0]["bin_ns"]
+    data = [r for r in data if (r["run"], r["flow_id"]) in kept]
     for r in data:
         r["t_end"] = r["t_s"] + r.pop("bin_ns") / 1e9
         src, dst = r["src_worker"] or r["src_ip"], r["dst_worker"] or r["dst_ip"]
         r["flow"] = f"{src}:{r['src_port']}→{dst}:{r['dst_port']}"
         r["addresses"] = f"{r['src_ip']}:{r['src_port']} → {r['dst_ip']}:{r['dst_port']}"
-    n_flows = max(r["flow_id"] for r in data)
-    order = [r["flow"] for r in sorted(data, key=lambda r: r["flow_id"])]
+        r["order"] = kept[(r["run"], r["flow_id"])]
+        r["flow_bytes"] = volume[(r["run"], r["flow_id"])]
+    n_flows = max(len(flows[:top]) for flows in ranked.values())
     chart = (
         alt.Chart()
         .mark_rect(stroke="#ddd", strokeWidth=0.3)
@@ -281,8 +299,8 @@ def temporal_flows_chart(temporal_flows: pa.Table) -> alt.Chart | alt.FacetChart
             y=alt.Y(
                 "flow:N",
                 title="Flow (sender:port→receiver:port)",
-                sort=list(dict.fromkeys(order)),
-                axis=alt.Axis(labels=n_flows <= 40, labelFontSize=10),
+                sort=list(dict.fromkeys(r["flow"] for r in sorted(data, key=lambda r: r["order"]))),
+                axis=alt.Axis(labelFontSize=10, labelLimit=260),
             ),
             color=alt.Color(
                 "load:Q",
@@ -296,11 +314,27 @@ def temporal_flows_chart(temporal_flows: pa.Table) -> alt.Chart | alt.FacetChart
                 alt.Tooltip("t_s:Q", format=".2f", title="t [s]"),
                 alt.Tooltip("bytes:Q", format=","),
                 alt.Tooltip("load:Q", format=".3f"),
+                alt.Tooltip("flow_bytes:Q", format=",", title="bytes of the flow"),
             ],
         )
-        .properties(width=WIDTH + 60, height=min(14 * n_flows + 20, 600))
+        # a fixed height: a step height with the runs' independent y scales breaks Vega-Lite's layout
+        .properties(width=WIDTH + 60, height=max(40, 16 * n_flows))
     )
-    return _by_run(chart, data, title, independent_y=True)
+    note = f"{_bin_text(bin_ns)} bins · rows by bytes, busiest on top"
+    if len(labels) > 1 and cut:
+        note += f" · each run's {top} busiest flows (of {', '.join(f'{k}: {n}' for k, n in cut.items())})"
+    elif cut:
+        note += f" · the {top} busiest of {next(iter(cut.values()))} flows"
+    return _by_run(chart, data, title, independent_y=True, note=note)
+
+
+def _bin_text(bin_ns: int) -> str:
+    """'50 ms', '2 s', '100 µs': a bin width as the charts name it."""
+    if bin_ns >= 1_000_000_000:
+        return f"{bin_ns / 1e9:g} s"
+    if bin_ns >= 1_000_000:
+        return f"{bin_ns / 1e6:g} ms"
+    return f"{bin_ns / 1e3:g} µs"
 
 
 def burstiness_chart(burstiness: pa.Table) -> alt.Chart | alt.FacetChart:
@@ -344,12 +378,16 @@ def burstiness_chart(burstiness: pa.Table) -> alt.Chart | alt.FacetChart:
 
 
 def _by_run(
-    chart: alt.Chart | alt.LayerChart, data: list[dict], title: str, independent_y: bool = False
+    chart: alt.Chart | alt.LayerChart,
+    data: list[dict],
+    title: str,
+    independent_y: bool = False,
+    note: str | None = None,
 ) -> alt.Chart | alt.FacetChart:
     """One panel per run when there are several (short labels above them); one run stays a plain
-    chart with its full name under the title."""
+    chart with its full name under the title (after `note`, when given)."""
     labels = short_runs(r["run"] for r in data)
-    heading = alt.Title(title, subtitle=runs_caption(labels))
+    heading = alt.Title(title, subtitle=[note, runs_caption(labels)] if note else runs_caption(labels))
     if len(labels) == 1:
         return chart.properties(data=inline(data), title=heading)
     for r in data:

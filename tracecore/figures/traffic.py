@@ -11,7 +11,7 @@ import math
 import altair as alt
 import pyarrow as pa
 
-from tracecore.figures._data import WIDTH, byte_unit, empty_chart, inline, rows
+from tracecore.figures._data import WIDTH, as_arrow, byte_unit, empty_chart, inline, rows
 from tracecore.figures.style import (
     CATEGORICAL,
     d3_format,
@@ -67,43 +67,138 @@ def bytes_sent_chart(bytes_sent: pa.Table) -> alt.LayerChart | alt.Chart:
     )
 
 
-def flow_matrix_chart(flow_matrix_mean: pa.Table) -> alt.LayerChart | alt.Chart:
-    """Fig. 4: volume per directed worker pair (the mean over runs), log-scale Blues heatmap."""
-    data = rows(flow_matrix_mean, ["src_worker", "dst_worker", "n_runs", "mean_bytes"])
-    data = [r for r in data if r["mean_bytes"] > 0]
-    n_runs = max((r["n_runs"] for r in data), default=1)
-    title = "Communication pattern: " + (
-        "volume per directed worker pair" if n_runs == 1 else f"mean volume per pair over {n_runs} runs"
-    )
+def flow_matrix_chart(
+    flow_matrix: pa.Table, workers: dict[str, int] | None = None
+) -> alt.LayerChart | alt.FacetChart | alt.Chart:
+    """Fig. 4: volume per directed worker pair, log-scale Blues heatmap, one per worker count.
+
+    `flow_matrix` is the view's result (bytes per run and address pair); runs with the same number of
+    workers (`workers`: run → count, as run_summary gives it; else the labels each run has) are
+    averaged as the paper did (a pair a run never used counts as 0), runs of different counts never:
+    W3→W4 of a 4-worker run is not spread over 2-worker runs. A `flow_matrix_mean` result (no run
+    column) is drawn as the one matrix it is.
+    """
+    title = "Communication pattern: volume per directed worker pair"
+    groups = _worker_count_groups(flow_matrix, workers)
+    labels = short_runs(run for group in groups for run in group["runs"])
+    data, headings = [], []  # the rows of all matrices; each matrix's (rows, heading)
+    for group in groups:
+        runs = group["runs"]
+        if len(runs) == 1:
+            heading = [f"{group['workers']} workers", labels[runs[0]]]
+        elif runs:
+            heading = [f"{group['workers']} workers", f"mean of {len(runs)} runs"]
+        else:  # a flow_matrix_mean result: who was averaged is not known
+            heading = [f"mean over {group['n_runs']} runs"] if group["n_runs"] > 1 else []
+        cells = [
+            {
+                "src_worker": src,
+                "dst_worker": dst,
+                "mean_bytes": total / group["n_runs"],
+                "n_runs": group["n_runs"],
+                **({"workers": group["workers"], "runs": ", ".join(runs)} if runs else {}),
+            }
+            for (src, dst), total in group["bytes"].items()
+            if total > 0
+        ]
+        if cells:
+            data.extend(cells)
+            headings.append((cells, heading))
     if not data:
         return empty_chart(title, "no worker-to-worker traffic in the selected runs")
     unit, scale = byte_unit(max(r["mean_bytes"] for r in data))
     for r in data:
         r["volume"] = r["mean_bytes"] / scale
-    workers = sorted({r["src_worker"] for r in data} | {r["dst_worker"] for r in data}, key=worker_key)
-    base = alt.Chart(inline(data)).encode(**pair_axes(workers))
-    heat = base.mark_rect().encode(
-        color=alt.Color(
-            "volume:Q",
-            title=["Tx. volume", f"[{unit}]"],
-            scale=alt.Scale(type="log", scheme="blues"),
-        ),
-        tooltip=[
-            alt.Tooltip("src_worker:N"),
-            alt.Tooltip("dst_worker:N"),
-            alt.Tooltip("volume:Q", format=".4g", title=unit),
-            alt.Tooltip("n_runs:Q"),
-        ],
+    heat = (
+        alt.Chart()
+        .mark_rect()
+        .encode(
+            color=alt.Color(
+                "volume:Q",
+                title=["Tx. volume", f"[{unit}]"],
+                scale=alt.Scale(type="log", scheme="blues"),
+            ),
+            tooltip=[
+                alt.Tooltip("src_worker:N", title="Source"),
+                alt.Tooltip("dst_worker:N", title="Destination"),
+                alt.Tooltip("volume:Q", format=".4g", title=unit),
+                alt.Tooltip("n_runs:Q", title="Runs averaged"),
+                *([alt.Tooltip("runs:N", title="Runs")] if labels else []),
+            ],
+        )
     )
-    text = base.mark_text(fontSize=11).encode(
-        text=alt.Text("volume:Q", format=".3g"),
-        color=alt.ColorValue(  # white on the darkest cells
-            value="black",
-            condition={"test": f"datum.volume > {max(r['volume'] for r in data) / 8}", "value": "white"},
-        ),
+    text = (
+        alt.Chart()
+        .mark_text(fontSize=11)
+        .encode(
+            text=alt.Text("volume:Q", format=".3g"),
+            color=alt.ColorValue(  # white on the darkest cells
+                value="black",
+                condition={"test": f"datum.volume > {max(r['volume'] for r in data) / 8}", "value": "white"},
+            ),
+        )
     )
-    side = 70 * len(workers)
-    return (heat + text).properties(width=side, height=side, title=title)
+    panels = []
+    for cells, heading in headings:
+        workers_seen = sorted(
+            {r["src_worker"] for r in cells} | {r["dst_worker"] for r in cells}, key=worker_key
+        )
+        axes = pair_axes(workers_seen)
+        side = max(70 * len(workers_seen), 8 * max((len(line) for line in heading), default=0))
+        panel = alt.layer(heat.encode(**axes), text.encode(**axes), data=inline(cells))
+        panels.append(
+            panel.properties(
+                width=side,
+                height=70 * len(workers_seen),
+                title=alt.Title(heading, fontSize=12) if heading else "",
+            )
+        )
+    subtitle = [runs_caption(labels)] if labels else []
+    if len(groups) > 1:
+        subtitle.insert(0, "one matrix per worker count: runs with as many workers averaged, others never")
+    if len(panels) == 1:  # what its heading says goes under the title
+        group = groups[0]
+        if group["runs"]:
+            many = f", mean of {group['n_runs']} runs" if group["n_runs"] > 1 else ""
+            subtitle.insert(0, f"{group['workers']} workers{many}")
+        elif group["n_runs"] > 1:
+            subtitle.insert(0, f"mean over {group['n_runs']} runs")
+        return panels[0].properties(title=alt.Title(title, subtitle=subtitle))
+    return alt.hconcat(*panels, spacing=30, title=alt.Title(title, subtitle=subtitle)).resolve_scale(
+        color="shared"
+    )
+
+
+def _worker_count_groups(flow_matrix: pa.Table, workers: dict[str, int] | None) -> list[dict]:
+    """Runs grouped by worker count, fewest first: {"workers", "runs", "n_runs", "bytes": {(src, dst): Σ}}."""
+    table = as_arrow(flow_matrix)
+    if "run" not in table.column_names:  # flow_matrix_mean: one matrix of means
+        means = rows(table, ["src_worker", "dst_worker", "n_runs", "mean_bytes"])
+        if not means:
+            return []
+        n_runs = max(r["n_runs"] for r in means)
+        totals = {(r["src_worker"], r["dst_worker"]): r["mean_bytes"] * n_runs for r in means}
+        return [{"workers": None, "runs": [], "n_runs": n_runs, "bytes": totals}]
+    per_run: dict[str, dict[tuple[str, str], int]] = {}
+    for r in rows(table, ["run", "src_worker", "dst_worker", "bytes"]):
+        if r["src_worker"] and r["dst_worker"]:
+            pairs = per_run.setdefault(r["run"], {})
+            key = (r["src_worker"], r["dst_worker"])
+            pairs[key] = pairs.get(key, 0) + r["bytes"]
+    by_count: dict[int, list[str]] = {}
+    for run, pairs in per_run.items():
+        count = (workers or {}).get(run) or len({w for pair in pairs for w in pair})
+        by_count.setdefault(count, []).append(run)
+    groups = []
+    for count in sorted(by_count):
+        totals: dict[tuple[str, str], int] = {}
+        for run in by_count[count]:
+            for key, value in per_run[run].items():
+                totals[key] = totals.get(key, 0) + value
+        groups.append(
+            {"workers": count, "runs": by_count[count], "n_runs": len(by_count[count]), "bytes": totals}
+        )
+    return groups
 
 
 FLOW_DEFINITIONS = ["4tuple", "5tuple", "connection", "hostpair", "qp"]
@@ -147,8 +242,9 @@ def _run_axis(labels: dict[str, str]) -> alt.Axis:
     return alt.Axis(labels=len(labels) > 1, ticks=len(labels) > 1, labelLimit=320)
 
 
-def topology_check_chart(topology_check: pa.Table) -> alt.FacetChart | alt.Chart:
-    """Measured share of payload per directed pair next to the share the collective predicts."""
+def topology_check_chart(topology_check: pa.Table) -> alt.FacetChart | alt.VConcatChart | alt.Chart:
+    """Measured share of payload per directed pair next to the share the collective predicts; runs
+    of different workers each on their own axes."""
     title = "Measured vs predicted traffic matrix (share of worker-to-worker payload)"
     data = []
     for r in rows(
@@ -178,6 +274,22 @@ def topology_check_chart(topology_check: pa.Table) -> alt.FacetChart | alt.Chart
         ],
     )
     text = base.mark_text(fontSize=10).encode(text=alt.Text("share:Q", format=".2f"))
+    heading = alt.Title(title, subtitle=runs_caption(labels))
+    own = {run: {r["src_worker"] for r in data if r["run"] == run} for run in labels}
+    if len({frozenset(w) for w in own.values()}) > 1:  # runs of different workers: each its own axes
+        panels = []
+        for run, seen in own.items():
+            mine = sorted(seen, key=worker_key)
+            axes = pair_axes(mine)
+            panel = alt.layer(
+                heat.encode(**axes), text.encode(**axes), data=inline([r for r in data if r["run"] == run])
+            )
+            panels.append(
+                panel.properties(width=55 * len(mine), height=55 * len(mine))
+                .facet(column=alt.Column("matrix:N", title=None))
+                .properties(title=alt.Title(labels[run], fontSize=12))
+            )
+        return alt.vconcat(*panels, title=heading)
     side = 55 * len(workers)
     return (
         alt.layer(heat, text, data=inline(data))
@@ -186,7 +298,7 @@ def topology_check_chart(topology_check: pa.Table) -> alt.FacetChart | alt.Chart
             column=alt.Column("matrix:N", title=None),
             row=alt.Row("label:N", title=None, header=alt.Header(labels=len(labels) > 1)),
         )
-        .properties(title=alt.Title(title, subtitle=runs_caption(labels)))
+        .properties(title=heading)
     )
 
 

@@ -60,10 +60,11 @@ def train_duration_chart(train_duration: pa.Table) -> alt.LayerChart | alt.Chart
         return empty_chart(title, "no run has a 0%-loss run of the same configuration to compare with")
     labels = short_runs(r["run"] for r in data)
     for r in data:
-        r["label"] = f"{r['loss_pct'] or 0:g} % · {labels[r['run']]}"
+        r["label"] = f"{r['loss_pct'] or 0:g} % loss · {labels[r['run']]}"
     order = [r["label"] for r in sorted(data, key=lambda r: (r["loss_pct"] or 0, r["run"]))]
     base = alt.Chart(inline(data)).encode(
-        y=alt.Y("label:N", title="Packet loss · run", sort=order, axis=alt.Axis(labelLimit=320)),
+        # no axis title: the labels say what they are, and a title beside long labels ran into them
+        y=alt.Y("label:N", title=None, sort=order, axis=alt.Axis(labelLimit=320)),
         x=alt.X("normalized:Q", title="Training duration / duration at 0 % loss"),
     )
     bars = base.mark_bar(color="midnightblue").encode(
