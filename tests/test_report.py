@@ -23,10 +23,13 @@ from tracecore.figures import render
 from tracecore.report import write_report
 
 runner = CliRunner()
-# the figures a report of TCP runs without profiler traces draws: all but rdma_ops and
-# collective_timeline (each has a `shown_when`)
-# what the sample (two TCP runs, no profiler traces) shows: every figure but RoCE's and the collectives'
-TCP_FIGURES = [name for name in figures.figure_names() if name not in ("rdma_ops", "collective_timeline")]
+# what the sample (two TCP runs, no profiler traces) shows: every figure but RoCE's and the GPU section's
+# (each has a `shown_when`)
+TCP_FIGURES = [
+    name
+    for name in figures.figure_names()
+    if name not in ("rdma_ops", "step_breakdown", "collective_timeline")
+]
 
 
 def chromium(page: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -68,7 +71,7 @@ def test_report_is_one_self_contained_file(report) -> None:
     assert "<script src" not in page
     assert "<link" not in page
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
-    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 2
+    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 3
     for name in TCP_FIGURES:
         assert f'id="fig-{name}"' in page
     # no RDMA section: the sample runs are TCP
@@ -86,6 +89,9 @@ def test_report_is_one_self_contained_file(report) -> None:
     assert not re.search(r"\d[eE][+-]?\d", tables)  # one number format: no exponents
     assert "notebook" not in page
     assert "Student&#x27;s t interval" in tables  # the CI method is named
+    assert 'id="gpu"' not in page  # no profiler traces, no NCCL logs: no GPU section
+    for view in ("step_breakdown", "collective_stragglers", "tcp_health", "nccl_topology"):
+        assert f'id="table-{view}"' not in page
 
 
 def test_report_of_one_run_has_no_comparison_and_reports_progress(tmp_path, sample_dataset) -> None:
@@ -304,3 +310,92 @@ def test_report_command_shows_its_progress_in_a_terminal(tmp_path, sample_datase
     assert shown.rstrip().endswith(str(tmp_path / "r" / "index.html"))
     piped = runner.invoke(app, ["report", str(tmp_path / "p"), "--data", str(sample_dataset)])
     assert piped.output.strip() == str(tmp_path / "p" / "index.html")  # not a terminal: just the path
+
+
+@pytest.fixture(scope="module")
+def gpu_report(tmp_path_factory) -> Path:
+    """The report of the GPU corpus' three runs (two and four workers; tests/test_figures_gpu.py)."""
+    from tests.test_figures_gpu import gpu_dataset
+
+    return write_report(gpu_dataset(), tmp_path_factory.mktemp("gpu-report"))
+
+
+def section_of(page: str, anchor: str) -> str:
+    return page.split(f'id="{anchor}"', 1)[1].split("</section>", 1)[0]
+
+
+def table_cells(part: str) -> list[list[str]]:
+    """The text of each body row's cells in an HTML table of the report."""
+    body = part.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    return [
+        [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        for row in re.findall(r"<tr>(.*?)</tr>", body)
+    ]
+
+
+def test_gpu_report_has_a_gpu_section_before_the_figures(gpu_report) -> None:
+    """Step breakdown, collective timeline, stragglers, TCP health and NCCL's topology against the wire,
+    in the units a person reads, above the paper's figures; run names as the figures label them."""
+    page = gpu_report.read_text(encoding="utf-8")
+    order = [page.index(f'id="{anchor}"') for anchor in ("runs", "gpu", "paper", "more", "compare", "tables")]
+    assert order == sorted(order)
+    gpu = page[page.index('id="gpu"') : page.index('id="paper"')]
+    for anchor in ("fig-step_breakdown", "fig-collective_timeline"):
+        assert f'id="{anchor}"' in gpu
+    for view in ("step_breakdown", "collective_stragglers", "tcp_health", "nccl_topology"):
+        assert f'id="table-{view}"' in gpu
+        assert f'<a href="#table-{view}">' in page  # in the index at the top
+    steps = table_cells(section_of(page, "table-step_breakdown"))
+    # cnn3m-w4, rank 0, step 4: the iteration 70.28 ms on the host beside its 37.26 ms GPU span
+    (row,) = [r for r in steps if r[:4] == ["cnn3m-w4", "W1", "0", "4"]]
+    assert row[4:7] == ["pytorch_profiler", "70.28", "37.26"]
+    assert '<td class="text run" title="torch_ddp-cnn3m-sgd-32-nccl-normal-ring-w4">cnn3m-w4</td>' in page
+    stragglers = table_cells(section_of(page, "table-collective_stragglers"))
+    # the 4-rank run's widest start spread: rank 2 late to the all_gather by 103.6 ms
+    widest = next(r for r in stragglers if r[0] == "cnn3m-w4")
+    assert widest[:8] == ["cnn3m-w4", "nccl_profiler", "all_gather", "8", "—", "4", "rank 2 (W3)", "103.6"]
+    tcp = section_of(page, "table-tcp_health")
+    assert table_cells(tcp)[0][:5] == [
+        "cnn3m",
+        "W2:59066→W1:48805",
+        "100.2",
+        "1,763",
+        "1",
+    ]  # its retransmission
+    assert "Each run&#x27;s 8 first of its 16, 88, 16 flows with payload." in tcp
+    topology = section_of(page, "table-nccl_topology")
+    assert topology.count("declared and measured") == 2 + 4 + 2  # each run's ring edges
+    assert "set up, idle" in topology
+
+
+def test_gpu_report_draws_every_chart_offline_and_fits_the_window(gpu_report, tmp_path) -> None:
+    """In Chromium at 1280 px: every chart of the GPU report drawn, no console error, none wider than
+    its place (a legend past the section's edge was clipped to 'cnn3m-sgd-32-nccl-normal-rir')."""
+    dom = chromium(gpu_report, tmp_path, "--window-size=1280,1200", "--dump-dom")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert console_messages(dom.stderr) == []
+    body = body_of(dom.stdout)
+    total = len(figures.figure_names()) - 1  # every figure but RoCE's
+    assert (body["charts-total"], body["charts-drawn"], body["charts-failed"]) == (str(total), str(total), "")
+    assert body["page-scroll-width"] == body["page-client-width"]
+    assert body["charts-wider-than-page"] == ""
+
+
+def test_sections_of_leading_go_above_the_figures(tmp_path, sample_dataset, monkeypatch) -> None:
+    """One call puts a section above the figures (where `tracecore explain`'s findings go), with its
+    link first in the index; one that has nothing to say (None) leaves no trace."""
+    from tracecore import report
+
+    seen = []
+
+    def findings(con, runs, labels):
+        seen.append((runs, labels))
+        return report.Leading("findings", "Findings", '<section id="findings"><h2>Findings</h2></section>')
+
+    monkeypatch.setattr(report, "LEADING", [])
+    report.LEADING.insert(0, findings)
+    report.LEADING.append(lambda con, runs, labels: None)
+    page = write_report(sample_dataset, tmp_path, [SAMPLE]).read_text(encoding="utf-8")
+    assert seen == [([SAMPLE], {SAMPLE: SAMPLE})]
+    assert page.index('id="runs"') < page.index('id="findings"') < page.index('id="paper"')
+    assert '<nav><a href="#runs">Runs</a><a href="#findings">Findings</a><span' in page

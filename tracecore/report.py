@@ -5,6 +5,10 @@ vega-embed come inline from vl-convert's bundle (the same versions that render P
 chart specs carry their data inline, and there is no CDN, font or image fetch. Charts are drawn
 in the browser (SVG renderer, tooltips kept); the page records how many were drawn in
 <body data-charts-drawn=…> so a headless check can tell a blank chart from a drawn one.
+
+The page, top to bottom: the runs, the sections of `LEADING` (the findings go first), then
+`SECTIONS`: GPU training (where the runs have profiler traces or NCCL's logs), the paper's figures,
+tracecore's own, the run comparison (two runs or more), and the tables.
 """
 
 from __future__ import annotations
@@ -12,105 +16,72 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from tracecore.report_tables import GPU_TABLES, RUN_COLUMNS, TABLES, Table, html_table, table_rows
 from tracecore.version import __version__
 
 if TYPE_CHECKING:
     import duckdb
-    import pyarrow as pa
+
+    from tracecore.figures.registry import Figure
 
 REPORT_NAME = "index.html"
+Runs = list[str] | None
+Progress = Callable[[int, int, str], None]  # (steps done, steps in all, what is being done)
 
-# tables shown under the figures: (view, heading, caption, columns)
-TABLES: list[tuple[str, str, str, list[str]]] = [
-    (
-        "throughput_ci",
-        "Throughput with 95% confidence interval",
-        "All traffic of each run in one-second samples over the whole run (complete seconds only); "
-        "{method}, lower bounds clipped at 0 Gbit/s. The paper's Table I took seconds 200–300.",
-        ["run", "from_s", "to_s", "n", "mean_gbps", "ci_low_gbps", "ci_high_gbps"],
+
+@dataclass(frozen=True)
+class Section:
+    """A part of the page under one heading: the figures `figures` picks, then its tables."""
+
+    id: str
+    heading: str
+    figures: Callable[[Figure], bool]
+    tables: tuple[Table, ...] = ()
+    intro: str = ""
+
+
+GPU_FIGURES = ("step_breakdown", "collective_timeline")
+SECTIONS = (  # the report's order
+    Section(
+        "gpu",
+        "GPU training: steps, collectives, stragglers, TCP health, NCCL topology",
+        lambda fig: fig.name in GPU_FIGURES,
+        GPU_TABLES,
+        "From the runs' PyTorch profiler traces, NCCL's profiler plugins and INFO logs, beside their "
+        "captures: shown for the runs that have them.",
     ),
-    (
-        "link_util_ci",
-        "Link throughput with 95% confidence interval",
-        "Each directed worker link in one-second windows; {method}, lower bounds clipped at 0 Gbit/s. "
-        "The paper's Table II took W1→W2 from 90 s to 120 s.",
-        ["run", "src_worker", "dst_worker", "windows", "mean_gbps", "ci_low_gbps", "ci_high_gbps"],
+    Section("paper", "Figures of the paper", lambda fig: bool(fig.ref)),
+    Section(
+        "more",
+        "More figures",
+        lambda fig: not fig.ref and not fig.name.startswith("runs_") and fig.name not in GPU_FIGURES,
     ),
-    (
-        "data_per_step",
-        "Data per training step",
-        "Bytes between the first and last logged step, per step; each rank's payload against the "
-        "ring all-reduce's 2(N−1)/N × gradient bytes (the input of the paper's Sec. VI model).",
-        [
-            "run",
-            "n_workers",
-            "steps",
-            "step_s",
-            "mb_per_step",
-            "rank_payload_per_step",
-            "expected_rank_bytes",
-            "payload_ratio",
-        ],
-    ),
-    (
-        "flow_counts",
-        "Flows per run",
-        "The paper's directed 4-tuple count next to 5-tuple, bidirectional connection, host-pair and"
-        " RDMA queue-pair counts.",
-        ["run", "definition", "flows"],
-    ),
-]
-
-# shown only when a selected run has RoCE packets (figures.registry.has_rdma), after the figure rdma_ops
-RDMA_TABLE = (
-    "rdma_flows",
-    "RDMA queue-pair flows",
-    "Per run and directed (source, destination, destination QP): packets, frame and message bytes, "
-    "operation mix, PSN gaps/repeats/rewinds, NAKs, ECN-CE marks and CNPs; the source QP from the "
-    "paired direction (same UDP source port) or UD's DETH.",
-    [
-        "run", "src_worker", "dst_worker", "src_ip", "dst_ip", "dest_qp", "src_qp", "transport", "packets",
-        "bytes", "message_bytes", "writes", "sends", "read_requests", "read_responses", "atomics", "acks",
-        "cnps", "naks", "ecn_ce", "psn_gaps", "psn_repeats", "psn_rewinds",
-    ],
-)  # fmt: skip
-QP_COLUMNS = ("dest_qp", "src_qp")  # shown in hex, as tshark and `tracecore read` write them
-
-RUN_COLUMNS = [
-    "run", "framework", "model", "optimizer", "batch_size", "backend", "loss_pct", "topology",
-    "workers", "packets", "bytes", "duration_s", "log_steps", "grad_bytes",
-]  # fmt: skip
-
-# column headings people read (units in brackets); a column not named here keeps its view name
-HEADINGS = {
-    "run": "Run", "framework": "Framework", "model": "Model", "optimizer": "Optimizer",
-    "batch_size": "Batch", "backend": "Backend", "loss_pct": "Loss [%]", "topology": "Topology",
-    "workers": "Workers", "n_workers": "Workers", "packets": "Packets", "bytes": "Bytes",
-    "duration_s": "Duration [s]", "log_steps": "Logged steps", "grad_bytes": "Gradient [B]",
-    "from_s": "From [s]", "to_s": "To [s]", "n": "Samples", "windows": "Windows",
-    "mean_gbps": "Mean [Gbit/s]", "ci_low_gbps": "95% CI low [Gbit/s]",
-    "ci_high_gbps": "95% CI high [Gbit/s]",
-    "src_worker": "Sender", "dst_worker": "Receiver", "steps": "Steps", "step_s": "Step [s]",
-    "mb_per_step": "Data per step [MB]", "rank_payload_per_step": "Payload per rank per step [B]",
-    "expected_rank_bytes": "2(N−1)/N × gradient [B]", "payload_ratio": "Measured / expected",
-    "definition": "Flow definition", "flows": "Flows", "src_ip": "Source IP", "dst_ip": "Destination IP",
-    "dest_qp": "Destination QP", "src_qp": "Source QP", "transport": "Transport",
-    "message_bytes": "Message bytes",
-}  # fmt: skip
-
-SECTIONS = (  # (id, heading, which figures): the report's order
-    ("paper", "Figures of the paper", lambda fig: bool(fig.ref)),
-    ("more", "More figures", lambda fig: not fig.ref and not fig.name.startswith("runs_")),
-    ("compare", "Run comparison", lambda fig: fig.name.startswith("runs_")),
+    Section("compare", "Run comparison", lambda fig: fig.name.startswith("runs_")),
+    Section("tables", "Tables", lambda fig: False, TABLES),
 )
 
-Progress = Callable[[int, int, str], None]  # (steps done, steps in all, what is being done)
+
+@dataclass(frozen=True)
+class Leading:
+    """A section above the figures: its anchor, its name in the page's index, its HTML (one or more
+    `<section>` elements)."""
+
+    id: str
+    nav: str
+    html: str
+
+
+# Sections above the figures, in order, each built by a function of (catalog, runs, short run labels)
+# that returns a `Leading`, or None when it has nothing to say for these runs. The findings of
+# `tracecore explain` go first: LEADING.insert(0, findings_section).
+LEADING: list[Callable[[duckdb.DuckDBPyConnection, Runs, dict[str, str]], Leading | None]] = []
 
 
 def write_report(
@@ -149,19 +120,13 @@ def render_report(
         return _page(con, runs, source, progress)
 
 
-def _page(
-    con: duckdb.DuckDBPyConnection, runs: list[str] | None, source: str, progress: Progress | None
-) -> str:
+def _page(con: duckdb.DuckDBPyConnection, runs: Runs, source: str, progress: Progress | None) -> str:
     import vl_convert as vlc
 
     from tracecore import figures
     from tracecore.figures import render
     from tracecore.figures._views import run_view
-    from tracecore.figures.confidence import method_text
-    from tracecore.figures.options import FigureOptions
-    from tracecore.figures.registry import has_rdma
     from tracecore.figures.style import short_runs
-    from tracecore.views import view_params
 
     summary = run_view(con, "run_summary", runs=runs)
     names = summary.column("run").to_pylist()
@@ -171,53 +136,52 @@ def _page(
         for fig in (figures.get(n) for n in figures.figure_names())
         if fig.shown_when is None or fig.shown_when(con, runs)
     ]
-    tables = [*TABLES, *([RDMA_TABLE] if has_rdma(con, runs) else [])]
-    total, done = len(shown) + len(tables), 0
-    specs: dict[str, Any] = _build_specs(con, [fig.name for fig in shown], runs, progress, total)
-    csv_paths: dict[str, Any] = {}
-    sections, nav = [], ['<a href="#runs">Runs</a>']
-    for section_id, section_heading, belongs in SECTIONS:
-        members = [fig for fig in shown if belongs(fig)]
-        if not members:
-            continue
-        sections.append(f'<h2 class="group" id="{section_id}">{html.escape(section_heading)}</h2>')
-        links = []
-        for fig in members:
-            done += 1
-            chart_id = f"fig-{fig.name}"
-            csv_paths[chart_id] = render.data_paths(specs[chart_id])
-            ref = f' <span class="ref">paper: {html.escape(fig.ref)}</span>' if fig.ref else ""
-            sections.append(
-                f'<section id="{fig.name}"><h3>{html.escape(fig.purpose)}{ref}</h3>'
-                f'<div class="chart" id="{chart_id}"></div>'
-                f'<p class="tools">{_downloads(chart_id, fig.name)}'
-                f"<span>Redraw: <code>tracecore figure {fig.name}</code> (options: --help)</span></p>"
-                "</section>"
-            )
-            links.append(f'<a href="#{fig.name}">{html.escape(fig.ref or fig.name.replace("_", " "))}</a>')
-        nav.append(f'<span class="navgroup"><b>{html.escape(section_heading)}:</b> {" ".join(links)}</span>')
-    sections.append('<h2 class="group" id="tables">Tables</h2>')
-    table_links = []
-    for view, heading, caption, columns in tables:
-        if progress:
-            progress(done, total, view)
-        done += 1
-        params = FigureOptions().view_params([p.name for p in view_params(view)])  # as the figures ask
-        table = run_view(con, view, runs=runs, params=params)
-        if "{method}" in caption:
-            method = table.column("ci_method")[0].as_py() if table.num_rows else "t"
-            caption = caption.format(method=method_text(method))
-        sections.append(
-            f'<section id="table-{view}"><h3>{html.escape(heading)}</h3>'
-            f'<p class="purpose">{html.escape(caption)}</p>'
-            f'<div class="scroll">{html_table(table, columns, labels)}</div>'
-            f'<p class="tools"><span>Data: <code>tracecore query {view} --format csv</code></span></p>'
-            "</section>"
+    layout = [  # (section, its figures, its tables), in the page's order
+        (
+            section,
+            [f for f in shown if section.figures(f)],
+            [t for t in section.tables if _shown(t, con, runs)],
         )
-        table_links.append(f'<a href="#table-{view}">{html.escape(heading)}</a>')
-    nav.append(f'<span class="navgroup"><b>Tables:</b> {" ".join(table_links)}</span>')
+        for section in SECTIONS
+    ]
+    layout = [part for part in layout if part[1] or part[2]]
+    order = [  # (job, what progress calls it), in the page's order
+        step
+        for _, figs, tables in layout
+        for step in (*((f.name, f.name) for f in figs), *((f"table-{t.view}", t.view) for t in tables))
+    ]
+    jobs = [(key, _figure_job(key, runs) if key == name else _table_job(name, runs)) for key, name in order]
+    specs: dict[str, Any] = {}
+    csv_paths: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+    with _Builder(con, jobs) as builder:
+        leading = [part for part in (make(con, runs, labels) for make in LEADING) if part is not None]
+        for done, (key, name) in enumerate(order):
+            if progress:
+                progress(done, len(order), name)
+            results[key] = builder.result(key)
+    nav = [
+        '<a href="#runs">Runs</a>',
+        *(f'<a href="#{part.id}">{html.escape(part.nav)}</a>' for part in leading),
+    ]
+    body = [part.html for part in leading]
+    for section, figs, tables in layout:
+        body.append(f'<h2 class="group" id="{section.id}">{html.escape(section.heading)}</h2>')
+        if section.intro:
+            body.append(f'<p class="intro">{html.escape(section.intro)}</p>')
+        links = []
+        for fig in figs:
+            chart_id = f"fig-{fig.name}"
+            specs[chart_id] = results[fig.name]
+            csv_paths[chart_id] = render.data_paths(specs[chart_id])
+            body.append(_figure_html(fig, chart_id))
+            links.append(f'<a href="#{fig.name}">{html.escape(fig.ref or fig.name.replace("_", " "))}</a>')
+        for table in tables:
+            body.append(_table_html(table, results[f"table-{table.view}"], labels))
+            links.append(f'<a href="#table-{table.view}">{html.escape(table.heading)}</a>')
+        nav.append(f'<span class="navgroup"><b>{html.escape(section.heading)}:</b> {" ".join(links)}</span>')
     if progress:
-        progress(total, total, "page")
+        progress(len(order), len(order), "page")
     title = "tracecore report"
     subtitle = f"{len(names)} run{'s' if len(names) != 1 else ''}: {', '.join(names)}"
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -233,7 +197,7 @@ def _page(
         subtitle=html.escape(subtitle),
         nav="".join(nav),
         runs_table=html_table(summary, [c for c in RUN_COLUMNS if c in summary.column_names], labels),
-        sections="\n".join(sections),
+        sections="\n".join(body),
         footer=footer,
         specs=_script_json(specs),
         csv_paths=_script_json(csv_paths),
@@ -241,53 +205,105 @@ def _page(
     )
 
 
-def _build_specs(
-    con: duckdb.DuckDBPyConnection,
-    names: list[str],
-    runs: list[str] | None,
-    progress: Progress | None,
-    total: int,
-) -> dict[str, Any]:
-    """Each figure's spec by chart id, built on two threads, each with its own cursor on `con`.
+def _shown(table: Table, con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
+    return table.shown_when is None or table.shown_when(con, runs)
 
-    Why threads: a report spends about two thirds of its time in DuckDB, which releases the GIL,
-    and the rest building charts in Python; two builds at a time overlap the two. Progress is told
-    in the report's order as each result is taken.
+
+def _figure_job(name: str, runs: Runs) -> Callable[[duckdb.DuckDBPyConnection], Any]:
+    def build(cursor: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        from tracecore import figures
+        from tracecore.figures import render
+
+        return render.spec(figures.build(cursor, name, runs))
+
+    return build
+
+
+def _table_job(view: str, runs: Runs) -> Callable[[duckdb.DuckDBPyConnection], Any]:
+    def read(cursor: duckdb.DuckDBPyConnection) -> Any:
+        from tracecore.figures._views import run_view
+        from tracecore.figures.options import FigureOptions
+        from tracecore.views import view_params
+
+        params = FigureOptions().view_params([p.name for p in view_params(view)])  # as the figures ask
+        return run_view(cursor, view, runs=runs, params=params)
+
+    return read
+
+
+def _figure_html(fig: Figure, chart_id: str) -> str:
+    ref = f' <span class="ref">paper: {html.escape(fig.ref)}</span>' if fig.ref else ""
+    return (
+        f'<section id="{fig.name}"><h3>{html.escape(fig.purpose)}{ref}</h3>'
+        f'<div class="chart" id="{chart_id}"></div>'
+        f'<p class="tools">{_downloads(chart_id, fig.name)}'
+        f"<span>Redraw: <code>tracecore figure {fig.name}</code> (options: --help)</span></p>"
+        "</section>"
+    )
+
+
+def _table_html(table: Table, result: Any, labels: dict[str, str]) -> str:
+    from tracecore.figures.confidence import method_text
+
+    caption = table.caption
+    if "{method}" in caption:
+        method = result.column("ci_method")[0].as_py() if result.num_rows else "t"
+        caption = caption.format(method=method_text(method))
+    shown, note = table_rows(table, result)
+    caption = f"{caption} {note}" if note else caption
+    return (
+        f'<section id="table-{table.view}"><h3>{html.escape(table.heading)}</h3>'
+        f'<p class="purpose">{html.escape(caption)}</p>'
+        f'<div class="scroll">{html_table(shown, table.columns, labels)}</div>'
+        f'<p class="tools"><span>Data: <code>tracecore query {table.view} --format csv</code></span></p>'
+        "</section>"
+    )
+
+
+class _Builder:
+    """The report's figures and table views, built on two threads, each with its own cursor on the catalog.
+
+    Why threads: a report spends most of its time in DuckDB, which releases the GIL, and the rest
+    building charts in Python; two builds at a time overlap the two. Results are taken in the page's
+    order; on an error or Ctrl-C the jobs not started are dropped, not built first.
     """
-    import contextvars
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
 
-    from tracecore import figures
-    from tracecore.figures import render
-    from tracecore.ingest.catalog import cursor as catalog_cursor
-    from tracecore.ingest.catalog import root_variable
+    def __init__(self, con: duckdb.DuckDBPyConnection, jobs: list[tuple[str, Callable]]) -> None:
+        self.con, self.jobs = con, jobs
 
-    database = con.execute("SELECT current_database()").fetchone()[0]
-    root = root_variable(con)
-    local, cursors = threading.local(), []
+    def __enter__(self) -> _Builder:
+        import contextvars
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
 
-    def build(name: str) -> dict[str, Any]:
-        if not hasattr(local, "con"):  # a DuckDB connection serves one thread at a time
-            local.con = catalog_cursor(con, root)  # with the dataset's root: the views read this folder
-            local.con.execute(f'USE "{database.replace(chr(34), chr(34) * 2)}"')
-            cursors.append(local.con)
-        return render.spec(figures.build(local.con, name, runs))
+        from tracecore.ingest.catalog import cursor as catalog_cursor
+        from tracecore.ingest.catalog import root_variable
 
-    specs = {}
-    pool = ThreadPoolExecutor(2, thread_name_prefix="report")
-    try:
+        database = self.con.execute("SELECT current_database()").fetchone()[0]
+        root = root_variable(self.con)
+        local, self.cursors = threading.local(), []
+
+        def run(job: Callable) -> Any:
+            if not hasattr(local, "con"):  # a DuckDB connection serves one thread at a time
+                local.con = catalog_cursor(self.con, root)  # with the dataset's root: views read this folder
+                local.con.execute(f'USE "{database.replace(chr(34), chr(34) * 2)}"')
+                self.cursors.append(local.con)
+            return job(local.con)
+
+        self.pool = ThreadPoolExecutor(2, thread_name_prefix="report")
         # each task in its own copy of this context: the views shared_views keeps reach it
-        pending = [(name, pool.submit(contextvars.copy_context().run, build, name)) for name in names]
-        for done, (name, future) in enumerate(pending):
-            if progress:
-                progress(done, total, name)
-            specs[f"fig-{name}"] = future.result()
-    finally:  # on an error or Ctrl-C, figures not started are dropped, not built first
-        pool.shutdown(wait=True, cancel_futures=True)
-        for cursor in cursors:
+        self.pending = {
+            key: self.pool.submit(contextvars.copy_context().run, run, job) for key, job in self.jobs
+        }
+        return self
+
+    def result(self, key: str) -> Any:
+        return self.pending[key].result()
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        for cursor in self.cursors:
             cursor.close()
-    return specs
 
 
 def _downloads(chart_id: str, name: str) -> str:
@@ -297,47 +313,6 @@ def _downloads(chart_id: str, name: str) -> str:
         f"{kind.upper()}</button>"
         for kind in ("png", "svg", "csv")
     )
-
-
-def html_table(table: pa.Table, columns: list[str], labels: dict[str, str] | None = None) -> str:
-    """A plain HTML table of `columns` under readable headings, numbers right-aligned in one format
-    (`style.number`); run names as `labels` shortens them, the full name in the cell's tooltip."""
-    import pyarrow as pa
-
-    labels = labels or {}
-    cols = [c for c in columns if c in table.column_names]
-    numeric = {
-        c: pa.types.is_integer(table.schema.field(c).type) or pa.types.is_floating(table.schema.field(c).type)
-        for c in cols
-    }
-    head = "".join(
-        f'<th class="{"" if numeric[c] else "text"}" title="{html.escape(c)}">'
-        f"{html.escape(HEADINGS.get(c, c))}</th>"
-        for c in cols
-    )
-    body = []
-    for row in table.select(cols).to_pylist():
-        cells = []
-        for c in cols:
-            value = row[c]
-            if c == "run" and value in labels:
-                cells.append(
-                    f'<td class="text run" title="{html.escape(value)}">{html.escape(labels[value])}</td>'
-                )
-            else:
-                cells.append(f'<td class="{"" if numeric[c] else "text"}">{html.escape(_fmt(value, c))}</td>')
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    if not body:
-        body.append(f'<tr><td class="text" colspan="{len(cols)}">no rows for the selected runs</td></tr>')
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def _fmt(value: Any, column: str = "") -> str:
-    from tracecore.figures.style import number
-
-    if column in QP_COLUMNS and isinstance(value, int):
-        return f"0x{value:06x}"
-    return number(value)
 
 
 def _script_safe(text: str) -> str:
