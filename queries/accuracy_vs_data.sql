@@ -1,5 +1,8 @@
 -- Cumulative data sent at each logged training step, next to the step's loss and accuracy (Fig. 8).
 -- Kind: answer
+-- Key: run, step
+-- Headline: loss, accuracy, step_bytes, cum_bytes
+-- Needs: training log
 -- Partition: run
 --
 -- Semantics: the notebook shifted the log by +7200 s (UTC → CEST, to match tshark's local-time

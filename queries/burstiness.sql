@@ -1,5 +1,7 @@
 -- Peak-to-mean ratio of each link's load at several bin widths: microbursts hide in 10 ms bins.
 -- Kind: answer
+-- Key: run, src_worker, dst_worker, bin_ns
+-- Headline: mean_gbps, peak_gbps, peak_to_mean
 -- Partition: run
 --
 -- Why: the paper plots 10 ms means; a link that is idle 90% of the time and saturated the rest

@@ -1,5 +1,7 @@
 -- Bytes each worker sent, and the run's total (Fig. 3).
 -- Kind: answer
+-- Key: run, worker
+-- Headline: bytes, share, packets
 -- Partition: run
 --
 -- Semantics: the notebook's bytes_sent.json, groupby(ip.src) of frame.len per run, summed over the

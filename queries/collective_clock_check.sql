@@ -1,5 +1,8 @@
 -- Are a source's clocks the capture's? No collective's first bytes may leave before its sender started it.
 -- Kind: answer
+-- Key: run, source, rank
+-- Headline: ok, lead_ns, error_ns, message
+-- Needs: collectives
 -- Partition: run
 --
 -- Each source file's times were put on Unix time one way (collective_clocks: PyTorch's

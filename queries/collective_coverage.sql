@@ -1,5 +1,8 @@
 -- How much of each link's traffic the recorded collectives explain, over the span a source covers.
 -- Kind: answer
+-- Key: run, source, src_worker, dst_worker
+-- Headline: matched_share, matched_bytes, payload_bytes
+-- Needs: collectives
 -- Partition: run
 --
 -- Why: a collective joined to its bytes says nothing of the bytes no collective claimed. Per source

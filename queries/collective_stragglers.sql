@@ -1,5 +1,8 @@
 -- Per collective: which rank started it last, and how long the others waited for that rank.
 -- Kind: answer
+-- Key: run, step, seq, op
+-- Headline: last_rank, last_worker, spread_ns, wait_ns
+-- Needs: collectives
 -- Partition: run
 --
 -- A collective completes only when every rank has joined, so the rank that starts last holds all

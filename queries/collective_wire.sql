@@ -3,6 +3,9 @@
 -- The bytes are found by the order of each connection's byte stream, and set beside what the
 -- collective's algorithm predicts and what the GPU side measured.
 -- Kind: answer
+-- Key: run, step, seq, op, src_worker, dst_worker
+-- Headline: bytes, ratio, gbps, busy_ns
+-- Needs: collectives
 -- Partition: run
 --
 -- Why not time windows alone: a rank's proxy thread keeps sending after its own kernel ends, and two
@@ -52,9 +55,10 @@
 --   start_ns, end_ns        the instance on its ranks: earliest start, latest end, on the sending host's
 --                           clock (its capture's), UTC ns
 --   sender_start_ns         the sending rank's own start, UTC ns
---   window_frames, window_bytes   frames and TCP payload on the link's data connections inside
---                           [start_ns, end_ns] (the naive count), bytes
---   frames, bytes           frames and TCP payload attributed to the collective by byte order, bytes
+--   window_frames           frames on the link's data connections inside [start_ns, end_ns] (the naive count)
+--   window_bytes            their TCP payload, bytes
+--   frames                  frames attributed to the collective by byte order
+--   bytes                   their TCP payload, bytes
 --   predicted_bytes         what its algorithm puts on the link, bytes
 --   ratio                   bytes / predicted_bytes
 --   connections             data connections of the link

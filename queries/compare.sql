@@ -1,5 +1,8 @@
 -- Two runs, or two groups of runs, side by side: per-step bytes, durations, link load and flows, with the differences.
 -- Kind: answer
+-- Key: a, b, metric, src_worker, dst_worker
+-- Headline: value_a, value_b, diff, rel_diff
+-- Needs: two runs
 -- Partition: none
 --
 -- Sides: without `group_by`, side a is the first run of `runs` (in the order given; the first by name

@@ -1,5 +1,7 @@
 -- ECN-CE marks and CNPs per directed worker link and time bin, beside its bytes: DCQCN at work.
 -- Kind: answer
+-- Key: run, src_worker, dst_worker, t_s
+-- Headline: gbps, ecn_ce, cnps
 -- Partition: run
 --
 -- Semantics: `link_util`'s series (one per directed worker pair with traffic; contiguous, zero-filled
@@ -22,7 +24,7 @@
 --   bin_start_ns                  bin start, UTC ns (a multiple of bin_ns)
 --   bin_ns                        bin width, ns
 --   t_s                           bin start, seconds after the run's first packet
---   bytes                         sum of frame_len (L2 frame bytes, headers included)
+--   bytes                         sum of frame_len, bytes (L2 frames, headers included)
 --   gbps                          bytes·8 / bin_ns, Gbit/s
 --   ecn_ce                        packets marked ECN-CE in the bin
 --   cnps                          CNP packets in the bin

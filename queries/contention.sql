@@ -1,5 +1,7 @@
 -- Per link and time bin: throughput against the link's own steady-state reference, and the windows it was held below.
 -- Kind: answer
+-- Key: run, src_worker, dst_worker, t_s
+-- Headline: gbps, reference_gbps, ratio, below, held_start_s
 -- Partition: run
 --
 -- Semantics: KungFu's adaptive-strategy monitor (session/monitoring.go) takes one throughput as its

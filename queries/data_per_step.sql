@@ -1,5 +1,7 @@
 -- Bytes per training step, per run and per rank (the input of the paper's Sec. VI model).
 -- Kind: answer
+-- Key: run
+-- Headline: steps, step_s, mb_per_step, payload_ratio
 -- Partition: run
 --
 -- Semantics: the notebook resampled bytes_per_sec into bins of the mean step duration over the

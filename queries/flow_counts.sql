@@ -1,5 +1,7 @@
 -- Flows per run under five definitions, side by side (Fig. 5, and RDMA queue pairs).
 -- Kind: answer
+-- Key: run, definition
+-- Headline: flows
 -- Partition: run
 --
 -- Semantics: the paper counted len(groupby(ip.src, ip.dst, tcp.srcport, tcp.dstport)) over the

@@ -1,5 +1,7 @@
 -- Bytes per directed (src, dst) address pair per run, with worker labels (Fig. 4).
 -- Kind: answer
+-- Key: run, src_worker, dst_worker
+-- Headline: bytes, packets
 -- Partition: run
 --
 -- Semantics: the notebook's joint_sent_received.json, groupby(ip.src, ip.dst) of frame.len over the

@@ -1,5 +1,7 @@
 -- Mean bytes per directed worker pair over a set of runs: the heatmap of Fig. 4.
 -- Kind: answer
+-- Key: src_worker, dst_worker
+-- Headline: mean_bytes, n_runs
 -- Partition: run
 -- Combine: flow_matrix
 --

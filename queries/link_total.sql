@@ -1,5 +1,7 @@
 -- All traffic of a run together: bytes and Gbit/s in contiguous, zero-filled time bins.
 -- Kind: answer
+-- Key: run, t_s
+-- Headline: gbps, bytes
 -- Partition: run
 --
 -- Semantics: the notebook's (misnamed) bytes_per_sec.json, total frame.len of every packet of the

@@ -1,5 +1,7 @@
 -- Per directed worker pair: bytes and Gbit/s in contiguous, zero-filled time bins (Figs. 7, 9).
 -- Kind: answer
+-- Key: run, src_worker, dst_worker, t_s
+-- Headline: gbps, bytes
 -- Partition: run
 --
 -- Semantics: the notebook's utilization.json (bytes per 1 ms per directed IP pair), then ×8/1e6,
@@ -25,7 +27,7 @@
 --   bin_start_ns                  bin start, UTC ns (a multiple of bin_ns)
 --   bin_ns                        bin width, ns
 --   t_s                           bin start, seconds after the run's first packet
---   bytes                         sum of frame_len (L2 frame bytes, headers included)
+--   bytes                         sum of frame_len, bytes (L2 frames, headers included)
 --   gbps                          bytes·8 / bin_ns, Gbit/s
 CREATE OR REPLACE MACRO link_util(bin_ns := 10000000, runs := NULL, from_ns := NULL, to_ns := NULL) AS TABLE
 SELECT *

@@ -1,5 +1,7 @@
 -- Mean Gbit/s of one link over consecutive windows, with a 95% confidence interval (Table II).
 -- Kind: answer
+-- Key: run, src_worker, dst_worker
+-- Headline: mean_gbps, ci_low_gbps, ci_high_gbps, windows
 -- Partition: run
 --
 -- Semantics: the notebook took the 10 ms link utilization of W1→W2, the means of 30 one-second

@@ -1,5 +1,8 @@
 -- NCCL's declared communication graph beside the one measured on the wire, edge by edge and QP by QP.
 -- Kind: answer
+-- Key: run, src_worker, dst_worker
+-- Headline: status, data_bytes, contradicts, verdict
+-- Needs: nccl log
 -- Partition: run
 --
 -- Runs with NCCL logs only (table nccl_ranks). Declared edges come from nccl_edges (ranks on workers

@@ -1,5 +1,8 @@
 -- Per run and directed RDMA flow (src, dst, destination QP): volume, operation mix, PSN sequence, congestion marks.
 -- Kind: answer
+-- Key: run, src_worker, dst_worker, dest_qp
+-- Headline: transport, bytes, messages, psn_repeats, naks, ecn_ce, cnps
+-- Needs: rdma
 -- Partition: run
 --
 -- Semantics: a flow is every RoCE packet (rdma_opcode not NULL: RoCEv2, RoCE v1, IPoIB-side) of a run

@@ -9,6 +9,7 @@
 --
 -- Parameters: none.
 -- Columns: every column of `runs`, always including
+--   run          the run's name (its folder's)
 --   grad_bytes   gradient bytes all-reduced per training step, bytes; NULL if run.toml gives no size
 --   n_params     model parameters; NULL if unknown
 --   extra        JSON of the other run.toml keys; NULL if none

@@ -1,5 +1,7 @@
 -- One row per run: its metadata next to what was captured and logged (the report's run table).
 -- Kind: answer
+-- Key: run
+-- Headline: workers, packets, bytes, duration_s, log_steps
 -- Partition: run
 --
 -- Parameters:

@@ -3,6 +3,9 @@
 -- Exposed communication is the communication no compute hid; the link share is how busy the worker's
 -- busiest outgoing link was in the step.
 -- Kind: answer
+-- Key: run, worker, step
+-- Headline: compute_ns, communication_ns, overlap_ns, exposed_ns, gpu_idle_ns
+-- Needs: collectives, steps
 -- Partition: run
 --
 -- As Meta's Holistic Trace Analysis (HTA) does from PyTorch traces alone, on the GPU: compute is the

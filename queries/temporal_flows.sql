@@ -1,5 +1,7 @@
 -- Per-flow load in time bins: the "temporal flow" picture of Fig. 6.
 -- Kind: answer
+-- Key: run, flow_id, src_worker, dst_worker, t_s
+-- Headline: bytes, load
 -- Partition: run
 --
 -- Semantics: the notebook's temporal_flow.json, frame.len per directed TCP 4-tuple in 10 s bins,

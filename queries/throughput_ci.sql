@@ -1,5 +1,7 @@
 -- Mean throughput of a run over a window, with a 95% confidence interval (Table I).
 -- Kind: answer
+-- Key: run
+-- Headline: mean_gbps, ci_low_gbps, ci_high_gbps, n
 -- Partition: run
 --
 -- Semantics: the notebook took bytes_per_sec (all traffic per 1 ms) ×8/1e6, summed per second

@@ -1,5 +1,7 @@
 -- Measured flow matrix next to the one predicted for the run's collective and topology.
 -- Kind: answer
+-- Key: run, src_worker, dst_worker
+-- Headline: predicted, measured_share, predicted_share, per_step_ratio
 -- Partition: run
 --
 -- Prediction (gradient bytes M per step, N workers; rank r = worker W(r+1), ranks in address order):

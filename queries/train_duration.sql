@@ -1,5 +1,8 @@
 -- Training duration per run from its training log, normalized to the 0%-loss run of the same configuration (Fig. 10).
 -- Kind: answer
+-- Key: run, loss_pct
+-- Headline: duration_s, normalized, baseline_s
+-- Needs: training log
 -- Partition: none
 --
 -- Semantics: the notebook computed (Timestamp.max − Timestamp.min)/60 over train_history.log and

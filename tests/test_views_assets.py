@@ -10,6 +10,8 @@ import pytest
 from tracecore import partition, query, views
 from tracecore.errors import UsageError
 
+REPO = Path(__file__).resolve().parent.parent
+
 BUILDING_BLOCKS = (
     "collective_calls",
     "collective_links",
@@ -259,3 +261,59 @@ def test_a_combining_view_follows_the_rules(
     with pytest.raises(UsageError, match=error) as err:
         partition.check(folder, "top")
     assert str(err.value).startswith(f"{tmp_path / 'top.sql'}: ")
+
+
+def test_every_answer_declares_its_key_and_headline_among_its_columns() -> None:
+    """A table shows the key and the answer first (tracecore.columns); a name that is no column would
+    silently drop the answer from the table."""
+    from tracecore import needs
+
+    for name in views.view_names():
+        key, headline = views.view_header_list(name, "Key"), views.view_header_list(name, "Headline")
+        columns = views.view_column_units(name)
+        if views.view_kind(name) == views.ANSWER:
+            assert headline, f"{name}: no '-- Headline:' line"
+            assert key, f"{name}: no '-- Key:' line"
+        assert {*key, *headline} <= set(columns), (name, {*key, *headline} - set(columns))
+        assert not set(key) & set(headline), name
+        needs.check_needs(views.view_header_list(name, "Needs"), name)
+    breakdown = views.view_header_list("step_breakdown", "Headline")
+    assert breakdown[:4] == ("compute_ns", "communication_ns", "overlap_ns", "exposed_ns")
+    idle = [c for c in views.view_column_units("step_breakdown") if c in ("gpu_idle_ns", "idle_ns")]
+    assert set(idle) <= set(breakdown)  # the GPU's idle time, where the view has it, is part of the answer
+    assert views.view_header_list("tcp_health", "Headline") == (
+        "retransmissions",
+        "dup_acks",
+        "rtt_median_us",
+    )
+    assert views.view_header_list("collective_wire", "Headline") == ("bytes", "ratio", "gbps", "busy_ns")
+
+
+def test_column_units_are_read_from_the_columns_section() -> None:
+    wire = views.view_column_units("collective_wire")
+    assert (wire["start_ns"], wire["busy_ns"], wire["bytes"], wire["gbps"]) == (
+        "UTC ns",
+        "ns",
+        "bytes",
+        "Gbit/s",
+    )
+    assert (wire["frames"], wire["window_frames"], wire["ratio"], wire["src_worker"]) == (None,) * 4
+    assert wire["window_bytes"] == wire["message_bytes"] == "bytes"
+    tcp = views.view_column_units("tcp_health")
+    assert tcp["rtt_min_us"] == tcp["rtt_max_us"] == "microseconds"  # an entry of three names, one unit
+    assert tcp["window_scale"] is None  # its meaning goes on over a second line, with no unit
+    assert views.view_column_units("link_util")["t_s"] is None  # 'seconds after …' is not a unit
+    assert views.view_column_units("run_summary")["duration_s"] == "seconds"  # after 'every column of …'
+
+
+def test_every_need_points_at_a_section_that_exists() -> None:
+    from tracecore import needs
+
+    for name, need in needs.NEEDS.items():
+        file, section = need.guide
+        headings = [
+            line.lstrip("#").strip()
+            for line in (REPO / file).read_text().splitlines()
+            if line.startswith("#")
+        ]
+        assert section in headings, (name, file, section)

@@ -23,6 +23,12 @@ in run order: `tracecore query --scheduler` runs it per run on a Dask cluster an
 then runs where the catalog is read. A `Combine: VIEW` line under `Partition: run` says the workers
 compute VIEW per run and this file's SQL then combines their rows on the driver (`flow_matrix_mean`
 over `flow_matrix`). `check_partition` holds the rules that make either exact.
+
+An answer view also says how its table reads: `Key:` the columns that name a row (run, worker, link,
+step, …), `Headline:` the answer's columns, most important first (`tracecore query` shows these
+before the rest and leaves the rest out first in a narrow terminal), and `Needs:` what the selected
+runs must hold for it to have rows (`tracecore.needs`: collectives, tcp, …). A unit written at the end
+of a column's line in `Columns:` (`…, ns`, `…, UTC ns`, `…, bytes`, `…, Gbit/s`) is that column's unit.
 """
 
 from __future__ import annotations
@@ -222,6 +228,12 @@ def view_purpose(name: str) -> str:
 
 
 _SECTION = re.compile(r"^([A-Z][A-Za-z]*):\s*(.*)$")  # "Parameters:", "Columns: every column of …"
+# a column entry of `Columns:` ("  start_ns, end_ns    the step, UTC ns"): names, then the meaning or nothing
+_COLUMN_ENTRY = re.compile(r"^(\s*)([a-z_]\w*(?:,\s*[a-z_]\w*)*)(?:\s+(.*))?$")
+# the unit at the end of an entry's meaning: after a comma, before ';', '(' , ')' or the end
+_EVERY_COLUMN = re.compile(r"^every column of `(\w+)`")  # a section that takes another view's columns
+UNITS = ("UTC ns", "ns", "microseconds", "seconds", "bytes", "MB", "GB", "Gbit/s", "GB/s")
+_UNIT = re.compile(r",\s*(" + "|".join(re.escape(u) for u in UNITS) + r")\s*(?=[;()]|$)")
 
 
 def view_header_section(name: str, title: str) -> tuple[str, ...]:
@@ -244,6 +256,43 @@ def view_header_section(name: str, title: str) -> tuple[str, ...]:
         if inside and text.strip():
             lines.append(text)
     return tuple(lines)
+
+
+def view_header_list(name: str, key: str) -> tuple[str, ...]:
+    """The comma-separated names of header line `-- Key: a, b` (`Key`, `Headline`, `Needs`); () if absent."""
+    value = installed_views().header_value(name, key)
+    return tuple(split_top_level(value)) if value else ()
+
+
+def view_column_units(name: str) -> dict[str, str | None]:
+    """Each column the header's `Columns:` names, in order, with its unit (one of UNITS) or None.
+
+    Why here: the header is the one owner of what a column means and in which unit; a table for
+    people (`tracecore.columns`) converts by it, so a view's file and its table cannot disagree. An
+    entry is a line of comma-separated names and their meaning, which may go on over deeper-indented lines;
+    the unit is the meaning's last `, UNIT` (see UNITS) and holds for every name of the entry. A
+    section that starts `every column of `VIEW`` has VIEW's columns first.
+    """
+    lines = view_header_section(name, "Columns")
+    units: dict[str, str | None] = {}
+    every = _EVERY_COLUMN.match(lines[0]) if lines else None
+    if every and every.group(1) in view_names():  # `Columns: every column of `run_meta`, plus`
+        units.update(view_column_units(every.group(1)))
+    entries: list[tuple[int, list[str], str]] = []
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        match = _COLUMN_ENTRY.match(line)
+        if match and indent and (not entries or indent <= entries[-1][0]):
+            names = [n.strip() for n in match.group(2).split(",")]
+            entries.append((indent, names, match.group(3) or ""))
+        elif entries:
+            indent0, names, meaning = entries[-1]
+            entries[-1] = (indent0, names, f"{meaning} {line.strip()}")
+    for _, names, meaning in entries:
+        found = _UNIT.findall(meaning)
+        for column in names:
+            units[column] = found[-1] if found else None
+    return units
 
 
 def install(con: duckdb.DuckDBPyConnection) -> None:
