@@ -85,6 +85,7 @@ def print_summary(summary: IngestSummary) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    from tracecore.columns import short_run_column
     from tracecore.terminal import safe
 
     console = Console(stderr=True)
@@ -97,8 +98,11 @@ def print_summary(summary: IngestSummary) -> None:
         ("packets", "right"),
         ("MB", "right"),
         ("s", "right"),
-    ):
-        table.add_column(col, justify=justify)
+    ):  # names fold rather than lose their ends to an ellipsis; numbers never wrap
+        table.add_column(col, justify=justify, overflow="fold", no_wrap=justify == "right")
+    runs = sorted({c.run for c in summary.captures})  # on a terminal: what differs, as query tables say it
+    short, named = short_run_column(runs, keep=True) if console.is_terminal else (runs, [])
+    labels = dict(zip(runs, short, strict=True))
     style = {
         "ingested": "green",
         "unchanged": "dim",
@@ -108,7 +112,7 @@ def print_summary(summary: IngestSummary) -> None:
     }
     for c in sorted(summary.captures, key=lambda c: (c.run, c.worker or "", c.file)):
         table.add_row(  # names come from the user's folders: never read as Rich markup or control codes
-            escape(safe(c.run)),
+            escape(safe(labels[c.run])),
             escape(safe(c.worker or "-")),
             escape(safe(c.file)),
             f"[{style.get(c.status, '')}]{c.status}",
@@ -122,6 +126,8 @@ def print_summary(summary: IngestSummary) -> None:
         wanted = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
         console.width = max(console.width, wanted)
     console.print(table)
+    for line in named:  # the runs whole (safe already)
+        console.print(escape(line), highlight=False, soft_wrap=True)
     lines = [("red", c.status, c.message) for c in summary.captures if c.message]
     lines += [("red", "problem", f"{path}: {reason}") for path, reason in summary.problems]
     lines += [("yellow", "warning", warning) for warning in summary.warnings]

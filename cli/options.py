@@ -65,6 +65,16 @@ Limit = Annotated[
     int | None,
     typer.Option("--limit", "-n", help="At most N rows.", show_default=f"all; {TABLE_ROWS} in a table"),
 ]
+# the table's columns, `query` and `sql`: which (any format), and whether fitted to the terminal
+Columns = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        help="Only these columns, in this order (comma-separated), in every format.",
+        show_default="all; in a table the answer first",
+    ),
+]
+Wide = Annotated[bool, typer.Option("--wide", help="A table with every column, not fitted to the terminal.")]
 Figure = Annotated[
     Path | None,
     typer.Option(

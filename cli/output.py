@@ -24,6 +24,7 @@ from tracecore.json_values import json_rows
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from tracecore.columns import Layout
     from tracecore.models.tasks import ModelResult
     from tracecore.query import Rows
 
@@ -33,22 +34,45 @@ TABLE_ROWS = 50  # rows `--format table` shows when no --limit is given
 Format = StrEnum("Format", ["table", "csv", "json", "parquet"])  # values are the names: --format csv
 
 
-def emit(table: pa.Table, fmt: Format, out: Path | None, limit: int | None = None) -> None:
-    """Print or write one result (`query`, `sql`); `table` shows TABLE_ROWS rows unless `limit` says."""
+def emit(
+    table: pa.Table,
+    fmt: Format,
+    out: Path | None,
+    limit: int | None = None,
+    *,
+    layout: Layout | None = None,
+    columns: list[str] | None = None,
+    wide: bool = False,
+    what: str = "the result",
+) -> None:
+    """Print or write one result (`query`, `sql`); `table` shows TABLE_ROWS rows unless `limit` says.
+
+    `layout`: the view's (`tracecore.columns.view_layout`), how its table reads; `columns`: only these,
+    in this order, in every format (an unknown name is a UsageError naming `what`'s columns); `wide`:
+    the table whole, not fitted to the terminal."""
     check_destination(fmt, out, limit)
     table = table if limit is None else table.slice(0, limit)
+    if columns:
+        from tracecore.columns import pick
+
+        positions = pick(table.schema.names, columns, what)
+        if fmt is not Format.table:  # the table picks them itself, after the run labels are made
+            table = table.select(positions)
     if fmt is Format.table:
+        width = None if wide else terminal_width(out)
+        shown = limit if limit is not None else TABLE_ROWS
         with sink(out) as text:
-            text.write(render(table, limit if limit is not None else TABLE_ROWS, terminal_width(out)))
+            text.write(render(table, shown, width, layout, columns))
     else:
         write_batches(table.schema, table.to_batches(), fmt, out)
     tell_written(table.num_rows, out)
 
 
-def emit_rows(rows: Rows, out: Path | None) -> None:
+def emit_rows(rows: Rows, out: Path | None, *, wide: bool = False) -> None:
     """`emit` of a small result already fetched as rows (`tracecore sql`): the same table, no Arrow."""
+    width = None if wide else terminal_width(out)
     with sink(out) as text:
-        text.write(render_rows(rows.names, rows.numeric, rows.rows, rows.total, None, terminal_width(out)))
+        text.write(render_rows(rows.names, rows.numeric, rows.rows, rows.total, None, width))
     tell_written(rows.total, out)
 
 

@@ -7,7 +7,6 @@ Thin: parse options, call `tracecore.query`, print through `cli.output`. `--run`
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -15,15 +14,28 @@ import typer
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.csv_out import emit_csv_lines
-from tracecore.cli.options import Bin, Dataset, FormatOpt, From, Limit, Out, Runs, Scheduler, To
+from tracecore.cli.fit import terminal_width
+from tracecore.cli.options import (
+    Bin,
+    Columns,
+    Dataset,
+    FormatOpt,
+    From,
+    Limit,
+    Out,
+    Runs,
+    Scheduler,
+    To,
+    Wide,
+)
 from tracecore.cli.output import Format, emit
+from tracecore.cli.view_text import description, listing, say_why_empty
 from tracecore.errors import UsageError
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    from collections.abc import Iterator
 
 VIEWS = "the view's own (see --describe)"
-STARTS_BUSY = ("link_util", "congestion")  # zero-filled per-link bins: the table starts at the first busy one
 
 
 def register(app: typer.Typer) -> None:
@@ -49,6 +61,8 @@ def query(
     fmt: FormatOpt = Format.table,
     out: Out = None,
     limit: Limit = None,
+    columns: Columns = None,
+    wide: Wide = False,
     list_: Annotated[bool, typer.Option("--list", help="List the views with their purpose.")] = False,
     describe: Annotated[
         bool, typer.Option("--describe", help="Show the view's parameters and columns.")
@@ -63,42 +77,44 @@ def query(
       $ tracecore query --list
       $ tracecore query link_util --describe
       $ tracecore query link_util --bin 100ms --from 1s --to 2s --limit 5
+      $ tracecore query tcp_health --columns run,src_worker,dst_worker,retransmissions
       $ tracecore query link_util_ci -p src=W1 -p dst=W4 --format csv
       $ tracecore query flow_matrix --format json --out flows.json
 
-    With --scheduler, a view split by run (--describe says so) runs per run on the Dask cluster's
-    workers, which must see the dataset at the same path; the others run here.
+    A table shows the answer first, in ms, MB and UTC time (csv, json, parquet: raw units); an empty
+    one says on stderr what the runs lack. With --scheduler, a view split by run (--describe says so)
+    runs per run on the Dask cluster's workers, which must see the dataset at the same path.
     """
-    from tracecore.query import describe_view, query_dataset, query_dataset_csv, request_params, view_listing
+    from tracecore.columns import STARTS_BUSY, skip_idle_start, view_layout
+    from tracecore.query import (
+        describe_view,
+        query_dataset,
+        query_dataset_csv,
+        request_params,
+        view_listing,
+    )
 
     if list_:
-        kind = None
-        for row in view_listing():
-            if row.kind != kind:
-                kind = row.kind
-                typer.echo(f"{kind}s:")
-            typer.echo(f"  {row.name:<18} {row.purpose}  ({', '.join(row.params) or 'no parameters'})")
+        typer.echo(listing(view_listing(), terminal_width()), nl=False)
         return
     if name is None:
         raise UsageError("give a view name, or --list to see them")
     if describe:
-        view = describe_view(name)
-        defaults = ", ".join(f"{p.name} := {p.default}" for p in view.params) or "none"
-        typer.echo(f"{view.name} ({view.kind}): {view.purpose}")
-        typer.echo(f"On a Dask cluster (--scheduler): {view.on_cluster}")
-        typer.echo(
-            "\n".join(
-                [f"Parameters ({defaults}):", *view.parameters] if view.params else ["Parameters: none"]
-            )
-        )
-        typer.echo("\n".join(["Columns:", *view.columns]))
+        typer.echo(description(describe_view(name)))
         return
     check_destination(fmt, out, limit)
     params = request_params(name, param or [], bin_, from_, to)  # an unknown view fails before the dataset
-    if fmt is Format.csv and scheduler is None:  # lines formatted by DuckDB where the columns allow
-        write = functools.partial(emit_csv_lines, out=out, limit=limit)
+    picked = [c.strip() for c in columns.split(",")] if columns is not None else None
+    if fmt is Format.csv and scheduler is None and picked is None:  # lines DuckDB formatted, if it can
+        lines: list[int] = []
+
+        def write(names: list[str], chunks: Iterator[list[str]]) -> None:
+            emit_csv_lines(names, (lines.append(len(c)) or c for c in chunks), out=out, limit=limit)
+
         table = query_dataset_csv(data, name, write, runs=run, params=params)
         if table is None:
+            if not any(lines):
+                say_why_empty(data, name, run)
             return
     else:
         table = query_dataset(data, name, runs=run, params=params, scheduler=scheduler)
@@ -109,26 +125,6 @@ def query(
                 f"{skipped} empty bins before each link's first busy one left out (--from 0s shows them)",
                 err=True,
             )
-    emit(table, fmt, out, limit)
-
-
-def skip_idle_start(table: pa.Table) -> tuple[pa.Table, int]:
-    """`table` (rows ordered by run and link, then time) without each link's bins before its first
-    with bytes: the set-up seconds would fill the screen with zeros. Returns the rows left out."""
-    import numpy as np
-    import pyarrow as pa
-
+    emit(table, fmt, out, limit, layout=view_layout(name), columns=picked, wide=wide, what=name)
     if table.num_rows == 0:
-        return table, 0
-    keys = [c for c in ("run", "src_worker", "dst_worker") if c in table.column_names]
-    series = list(zip(*(table.column(k).to_pylist() for k in keys), strict=True))
-    busy = np.asarray(table.column("bytes").to_numpy(zero_copy_only=False)) > 0
-    parts, start = [], 0
-    for i in range(1, table.num_rows + 1):
-        if i == table.num_rows or series[i] != series[start]:
-            first = np.flatnonzero(busy[start:i])
-            if first.size:
-                parts.append(table.slice(start + first[0], i - start - first[0]))
-            start = i
-    kept = pa.concat_tables(parts) if parts else table.slice(0, 0)  # slices: no pyarrow.compute import
-    return kept, table.num_rows - kept.num_rows
+        say_why_empty(data, name, run)

@@ -13,7 +13,7 @@ import typer
 
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
-from tracecore.cli.options import Dataset, FormatOpt, Limit, Out
+from tracecore.cli.options import Dataset, FormatOpt, Limit, Out, Wide
 from tracecore.cli.output import TABLE_ROWS, Format, emit, emit_rows
 
 
@@ -30,6 +30,7 @@ def sql(
     out: Out = None,
     limit: Limit = None,
     data: Dataset = None,
+    wide: Wide = False,
     unsafe: Annotated[
         bool,
         typer.Option(
@@ -55,6 +56,6 @@ def sql(
     most, first = (TABLE_ROWS, False) if limit is None else (limit, True)
     result = sql_rows_or_table(data, statement, most, first=first, unsafe=unsafe)
     if isinstance(result, Rows):
-        emit_rows(result, out)
+        emit_rows(result, out, wide=wide)
     else:
-        emit(result, fmt, out, limit)
+        emit(result, fmt, out, limit, wide=wide)
