@@ -165,16 +165,24 @@ def test_rotated_logs_keep_the_ring_shape_but_not_its_qps(data: Path) -> None:
 
 def test_the_cli_table_names_the_verdict_and_the_contradicting_edges(data: Path) -> None:
     lines = cli("query", "nccl_topology", "--data", str(data), "-r", SWAPPED).splitlines()
-    assert lines[1].split()[:5] == ["run", "algorithm", "verdict", "src_worker", "dst_worker"]
-    body = [line for line in lines if line.startswith(f" {SWAPPED} ")]
+    # the key (run, link), then the answer: status, data_bytes, contradicts, verdict
+    assert lines[0].split()[:7] == [
+        "run",
+        "src_worker",
+        "dst_worker",
+        "status",
+        "data_bytes",
+        "contradicts",
+        "verdict",
+    ]
+    body = [line for line in lines if line.startswith(f"{SWAPPED} ")]
     assert len(body) == 6
     for src, dst, status in [
         ("W1", "W3", "declared, no data on the wire"),
         ("W3", "W1", "data on the wire, not declared"),
     ]:
-        assert any(re.search(rf" ring +False +{src} +{dst} .* {status} +True ", line) for line in body), (
-            status
-        )
+        row = rf"^{SWAPPED} +{src} +{dst} +{status} +\S+ +True +False +ring "
+        assert any(re.search(row, line) for line in body), status
     csv = cli("query", "nccl_topology", "--data", str(data), "-r", SWAPPED, "-f", "csv")
     # lists as JSON; 1 flow (destination QP 40)
     assert '"W1","W2",0,2,false,true,true,"NET/IB","[42]",true,32770,44,1,"[40]",false,' in csv
