@@ -1,15 +1,17 @@
 """A/B of `tracecore report` between two builds, as whole processes, on one dataset.
 
-    python -m bench.report_ab [--base COMMIT] [--data DATASET] [--reps 9] [--out bench/results/report-ab.md]
+    python -m bench.report_ab [--base COMMIT] [--head COMMIT] [--data DATASET] [--reps 9]
+                              [--out bench/results/report-ab.md]
     python -m bench.report_ab --smoke --base HEAD --out DIR/report.md   # 1 round
 
 Why: the report's time is mostly fixed costs (imports, Altair's checks, vl-convert's JavaScript
-bundle), which only a whole process shows. `--base` is exported and byte-compiled as in
-`bench.ab_commits`, each side with a cache folder of its own. The dataset (default: the embedded
-sample's two runs, ingested once by this checkout) is the same for both. Each side's first run,
-with its cache still empty, is reported on its own, as a new user's first report. Then `--reps`
-rounds follow, alternating which side goes first, with the cache as the first run left it, as
-every later report finds it. The two sides' pages are compared with the generation time blanked out.
+bundle), which only a whole process shows. `--base` (and `--head` when given; else the checkout as
+it is) is exported and byte-compiled as in `bench.ab_commits`, each side with a cache folder of its
+own. The dataset (default: the embedded sample's two runs, ingested once by this checkout) is the
+same for both. Each side's first run, with its cache still empty, is reported on its own, as a new
+user's first report. Then `--reps` rounds follow, alternating which side goes first, with the cache
+as the first run left it, as every later report finds it. The two sides' pages are compared with
+the generation time blanked out.
 """
 
 from __future__ import annotations
@@ -59,6 +61,13 @@ def run_ab(args: argparse.Namespace) -> dict:
             ),
             "head": (REPO, _side_env(REPO, tmp / "cache-head"), _git("rev-parse", "HEAD")),
         }
+        if args.head is not None:  # a commit, not the checkout (whose files others may be editing)
+            head_root = tmp / "head"
+            sides["head"] = (
+                head_root,
+                _side_env(head_root, tmp / "cache-head"),
+                export_commit(args.head, head_root),
+            )
         for root, env, _ in sides.values():
             compile_sources(root, env)
         data = args.data
@@ -92,7 +101,7 @@ def run_ab(args: argparse.Namespace) -> dict:
         "created_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": "python -m bench.report_ab " + shlex.join(args.argv),
         "base": {"ref": args.base, "commit": sides["base"][2]},
-        "head": {"ref": "this checkout", "commit": sides["head"][2]},
+        "head": {"ref": args.head or "this checkout", "commit": sides["head"][2]},
         "data": str(args.data or "the embedded sample's two runs"),
         "reps": args.reps,
         "order": order,
@@ -109,7 +118,12 @@ def markdown(report: dict) -> str:
     med = {s: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "peak_rss_mib")}
            for s, rs in res.items()}  # fmt: skip
     lines = [
-        f"# `tracecore report` A/B: `{b['ref']}` ({b['commit'][:10]}) vs this checkout ({h['commit'][:10]})",
+        f"# `tracecore report` A/B: `{b['ref']}` ({b['commit'][:10]}) vs "
+        + (
+            f"`{h['ref']}` ({h['commit'][:10]})"
+            if h["ref"] != "this checkout"
+            else f"this checkout ({h['commit'][:10]})"
+        ),
         "",
         f"Created {report['created_utc']} with `{report['command']}` on {mach['cpus']} × {mach['cpu']}; "
         f"load average (1 min) {report['load_1min']['min']:.1f} to {report['load_1min']['max']:.1f}.",
@@ -145,6 +159,7 @@ def markdown(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.report_ab", description=__doc__.splitlines()[0])
     ap.add_argument("--base", default=DEFAULT_BASE, help=f"commit to compare against [{DEFAULT_BASE}]")
+    ap.add_argument("--head", help="commit to measure, exported as the base is [this checkout]")
     ap.add_argument("--data", type=Path, help="dataset [the embedded sample, ingested here]")
     ap.add_argument("--reps", type=int, default=9, help="timed rounds after each side's first run [9]")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per run [600]")

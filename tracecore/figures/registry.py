@@ -210,20 +210,42 @@ def collective_timeline(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLe
     for span in spans:
         by_run.setdefault(span["run"], []).append(span)
     blocks, labels = [], short_runs(by_run)
+    # each view once for every run (a report shares them), each run's rows picked here
+    calls, wire = (
+        {} if not by_run else _by_run(run_view(con, v, runs=runs))
+        for v in ("collective_calls", "collective_wire")
+    )
+    starts = {r["run"]: r["start_ns"] for r in run_view(con, "run_bounds", runs=runs).to_pylist()}
     for run, steps in by_run.items():
-        block = _timeline_block(con, run, steps[len(steps) // 2], labels[run])
+        step = steps[len(steps) // 2]
+        block = _timeline_block(
+            con, run, step, labels[run], calls.get(run, []), wire.get(run, []), starts[run]
+        )
         if block is not None:
             blocks.append(block)
     return collectives.timeline_chart(blocks)
 
 
-def _timeline_block(con: duckdb.DuckDBPyConnection, run: str, step: dict, label: str) -> dict | None:
+def _by_run(table: pa.Table) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in table.to_pylist():
+        out.setdefault(r["run"], []).append(r)
+    return out
+
+
+def _timeline_block(
+    con: duckdb.DuckDBPyConnection,
+    run: str,
+    step: dict,
+    label: str,
+    calls: list[dict],
+    wire: list[dict],
+    start: int,
+) -> dict | None:
+    """One run's step: `calls` and `wire` are the run's collective_calls and collective_wire rows,
+    `start` its first packet (UTC ns)."""
     t0, t1 = step["t0"], step["t1"]
-    calls = [
-        c
-        for c in run_view(con, "collective_calls", runs=[run]).to_pylist()
-        if c["start_ns"] is not None and c["start_ns"] < t1 and c["end_ns"] > t0
-    ]
+    calls = [c for c in calls if c["start_ns"] is not None and c["start_ns"] < t1 and c["end_ns"] > t0]
     source = next((s for s in SOURCE_ORDER if any(c["source"] == s for c in calls)), None)
     if source is None:
         return None
@@ -248,7 +270,7 @@ def _timeline_block(con: duckdb.DuckDBPyConnection, run: str, step: dict, label:
         }
         for c in calls
     ]
-    for w in run_view(con, "collective_wire", runs=[run]).to_pylist():
+    for w in wire:
         if w["source"] == source and (w["comm"], w["seq"]) in seqs and w["frames"]:
             rows.append(
                 {
@@ -261,7 +283,6 @@ def _timeline_block(con: duckdb.DuckDBPyConnection, run: str, step: dict, label:
                     "tip": f"{w['bytes']:,} B in {w['frames']} frames, {w['gbps'] or 0:.2f} Gbit/s busy",
                 }
             )
-    start = run_view(con, "run_bounds", runs=[run]).column("start_ns")[0].as_py()
     bin_ns = nice_bin_ns(t1 - t0, 150, 100_000)
     util = run_view(
         con,
