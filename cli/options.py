@@ -112,3 +112,9 @@ Scheduler = Annotated[
         show_default="this machine",
     ),
 ]
+# `sql` and `query`: how long a query may run (a received view can loop forever); 0: no limit
+TIMEOUT = "10min"
+Timeout = Annotated[
+    str,
+    typer.Option("--timeout", help="Stop the query after this long, e.g. 30s, 2h (bare number: s; 0: none)."),
+]

@@ -16,6 +16,7 @@ from tracecore.cli.common import PlainUsage, boundary
 from tracecore.cli.csv_out import emit_csv_lines
 from tracecore.cli.fit import terminal_width
 from tracecore.cli.options import (
+    TIMEOUT,
     Bin,
     Columns,
     Dataset,
@@ -25,6 +26,7 @@ from tracecore.cli.options import (
     Out,
     Runs,
     Scheduler,
+    Timeout,
     To,
     Wide,
 )
@@ -69,6 +71,7 @@ def query(
     ] = False,
     data: Dataset = None,
     scheduler: Scheduler = None,
+    timeout: Timeout = TIMEOUT,
 ) -> None:
     """Run a named analysis view (flow_matrix, link_util, …) with parameters.
 
@@ -91,6 +94,7 @@ def query(
         query_dataset,
         query_dataset_csv,
         request_params,
+        timeout_seconds,
         view_listing,
     )
 
@@ -103,6 +107,7 @@ def query(
         typer.echo(description(describe_view(name)))
         return
     check_destination(fmt, out, limit)
+    seconds = timeout_seconds(timeout)
     params = request_params(name, param or [], bin_, from_, to)  # an unknown view fails before the dataset
     picked = [c.strip() for c in columns.split(",")] if columns is not None else None
     if fmt is Format.csv and scheduler is None and picked is None:  # lines DuckDB formatted, if it can
@@ -111,13 +116,13 @@ def query(
         def write(names: list[str], chunks: Iterator[list[str]]) -> None:
             emit_csv_lines(names, (lines.append(len(c)) or c for c in chunks), out=out, limit=limit)
 
-        table = query_dataset_csv(data, name, write, runs=run, params=params)
+        table = query_dataset_csv(data, name, write, runs=run, params=params, timeout_s=seconds)
         if table is None:
             if not any(lines):
                 say_why_empty(data, name, run)
             return
     else:
-        table = query_dataset(data, name, runs=run, params=params, scheduler=scheduler)
+        table = query_dataset(data, name, runs=run, params=params, scheduler=scheduler, timeout_s=seconds)
     if fmt is Format.table and name in STARTS_BUSY and from_ is None and "from_ns" not in params:
         table, skipped = skip_idle_start(table)
         if skipped:

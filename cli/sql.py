@@ -13,7 +13,7 @@ import typer
 
 from tracecore.cli.checks import check_destination
 from tracecore.cli.common import PlainUsage, boundary
-from tracecore.cli.options import Dataset, FormatOpt, Limit, Out, Wide
+from tracecore.cli.options import TIMEOUT, Dataset, FormatOpt, Limit, Out, Timeout, Wide
 from tracecore.cli.output import TABLE_ROWS, Format, emit, emit_rows
 
 
@@ -30,6 +30,7 @@ def sql(
     out: Out = None,
     limit: Limit = None,
     data: Dataset = None,
+    timeout: Timeout = TIMEOUT,
     wide: Wide = False,
     unsafe: Annotated[
         bool,
@@ -46,15 +47,16 @@ def sql(
       $ tracecore sql "SELECT run, count(*) AS packets FROM packets GROUP BY run"
       $ tracecore sql "SELECT * FROM link_util(bin_ns := 1000000) LIMIT 5" --format csv
     """
-    from tracecore.query import Rows, sql_dataset, sql_rows_or_table
+    from tracecore.query import Rows, sql_dataset, sql_rows_or_table, timeout_seconds
 
     check_destination(fmt, out, limit)
+    seconds = timeout_seconds(timeout)
     if fmt is not Format.table:
-        emit(sql_dataset(data, statement, unsafe=unsafe), fmt, out, limit)
+        emit(sql_dataset(data, statement, unsafe=unsafe, timeout_s=seconds), fmt, out, limit)
         return
     # a table shows TABLE_ROWS rows and counts the rest, or --limit rows: small results need no Arrow
     most, first = (TABLE_ROWS, False) if limit is None else (limit, True)
-    result = sql_rows_or_table(data, statement, most, first=first, unsafe=unsafe)
+    result = sql_rows_or_table(data, statement, most, first=first, unsafe=unsafe, timeout_s=seconds)
     if isinstance(result, Rows):
         emit_rows(result, out, wide=wide)
     else:

@@ -60,6 +60,12 @@ def parse_duration_ns(text: str, bare_unit: str = "s") -> int:
     return round(value)
 
 
+def timeout_seconds(text: str) -> float | None:
+    """A time limit such as '10min' or '30' (seconds) in seconds; None for 0 (no limit)."""
+    seconds = parse_duration_ns(text, bare_unit="s") / 1e9
+    return seconds or None
+
+
 def known_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Every run name in the catalog, sorted."""
     return [row[0] for row in con.sql("SELECT run FROM runs ORDER BY run").fetchall()]
@@ -225,17 +231,117 @@ def run_sql(
     import pyarrow as pa
 
     try:
+        statements = duckdb.extract_statements(sql)
         if not unsafe:
-            _check_read_only(duckdb.extract_statements(sql))
+            _check_read_only(statements)
         rel = con.sql(sql, params=values or None)
+        varying = False
+        if rel is not None and [st.type.name for st in statements] == ["SELECT"]:
+            checked, varying = bounded_sql(sql, rel)
+            rel = con.sql(checked, params=values or None) if varying else rel
     except duckdb.Error as err:
         raise _query_error(con, err) from err
     if rel is None:
         return pa.table({})
     try:
-        return whole_numbers_as_int64(rel.to_arrow_table())
+        return whole_numbers_as_int64(_bounded_table(con, rel, varying))
     except duckdb.Error as err:
         raise _query_error(con, err) from err
+
+
+# The most the text, blob and nested values of one result row may hold: a row over it is refused inside
+# DuckDB (`bounded_sql`), before it reaches Python; and rows per Arrow batch when rows vary in size, so
+# a batch holds at most _VARYING_BATCH_ROWS × ROW_MAX_BYTES
+ROW_MAX_BYTES = 1 << 20
+_VARYING_BATCH_ROWS = 2048
+_FIXED_BATCH_ROWS = 65536
+# type names (up to a parenthesis) whose values have a fixed size; any other value's size is measured
+_FIXED_WIDTH = re.compile(
+    r"(BOOLEAN|U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)|FLOAT|DOUBLE|DECIMAL|DATE|TIME|TIMESTAMP|"
+    r"INTERVAL|UUID|ENUM)\b[^\[]*"
+)
+
+
+def bounded_sql(sql: str, rel: duckdb.DuckDBPyRelation) -> tuple[str, bool]:
+    """`sql` (one SELECT, bound as `rel`) as a query that refuses a row whose text, blob and nested
+    values hold more than ROW_MAX_BYTES, and whether its rows vary in size (False: `sql` unchanged).
+
+    Why inside DuckDB: a received view returning 100 rows of 100 MB (one constant, cheap for DuckDB)
+    drove `tracecore sql` to 23.8 GB, as every row was copied out of it; the check refuses the first
+    such row before any leaves DuckDB. Columns are referred to by position, so repeated names work."""
+    sizes = [_size_sql(f"#{i}", str(t)) for i, t in enumerate(rel.types, 1)]
+    sizes = [f"coalesce({size}, 0)" for size in sizes if size is not None]
+    if not sizes:
+        return sql, False
+    too_big = (
+        f"tracecore: a result row holds more than {ROW_MAX_BYTES >> 20} MiB of text (ROW_MAX_BYTES); "
+        "select less of its long columns (left(column, 1000)), or fewer rows"
+    )
+    names = [_quoted(name) for name in rel.columns]
+    first = f"CASE WHEN {' + '.join(sizes)} > {ROW_MAX_BYTES} THEN error({_lit(too_big)}) ELSE #1 END"
+    columns = [f"{first} AS {names[0]}", *(f"#{i} AS {name}" for i, name in enumerate(names[1:], 2))]
+    return f"SELECT {', '.join(columns)} FROM (\n{statement_text(sql)}\n)", True
+
+
+def _size_sql(ref: str, kind: str) -> str | None:
+    """SQL for the bytes a value of DuckDB type `kind` holds, None when the type's size is fixed."""
+    if _FIXED_WIDTH.fullmatch(kind):
+        return None
+    if kind == "BLOB":
+        return f"octet_length({ref})"
+    if kind in ("VARCHAR", "JSON"):
+        return f"strlen({ref})"
+    return f"strlen(CAST({ref} AS VARCHAR))"  # nested values and anything else: as text
+
+
+def statement_text(sql: str) -> str:
+    """The text of the one statement `sql` holds, without its closing semicolon and what follows
+    (a comment), so that it can stand inside parentheses; DuckDB's tokenizer says where it ends."""
+    import duckdb
+
+    for offset, kind in duckdb.tokenize(sql):
+        if kind == duckdb.token_type.operator and sql.startswith(";", offset):
+            return sql[:offset]
+    return sql
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _bounded_table(con: duckdb.DuckDBPyConnection, rel: duckdb.DuckDBPyRelation, varying: bool) -> pa.Table:
+    """The relation's rows as one Arrow table, read a batch at a time and refused (UsageError) once they
+    hold more than the connection's memory limit: why: the whole result is held before it is written,
+    and a result larger than the memory DuckDB may use would only end in a MemoryError."""
+    import pyarrow as pa
+
+    most = _limit_bytes(con.sql("SELECT current_setting('memory_limit')").fetchall()[0][0])
+    reader = rel.to_arrow_reader(_VARYING_BATCH_ROWS if varying else _FIXED_BATCH_ROWS)
+    batches, held = [], 0
+    for batch in reader:
+        held += batch.nbytes
+        if most is not None and held > most:
+            raise UsageError(
+                f"the result is larger than the memory limit ({most >> 20} MiB, $TRACECORE_MEMORY_LIMIT); "
+                "narrow it (WHERE, LIMIT, --run, --from/--to)"
+            )
+        batches.append(batch)
+    return pa.Table.from_batches(batches, schema=reader.schema)
+
+
+_SIZE = re.compile(r"([0-9.]+)\s*(bytes|B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+_UNITS = {"b": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS |= {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def _limit_bytes(text: str) -> int | None:
+    """DuckDB's `memory_limit` as it shows it ('953.6 MiB') in bytes; None when it cannot be read."""
+    match = _SIZE.fullmatch(text.strip())
+    return None if match is None else int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
 def whole_numbers_as_int64(table: pa.Table) -> pa.Table:
@@ -427,6 +533,7 @@ def query_dataset(
     *,
     scheduler: str | None = None,
     part_packets: int | None = None,
+    timeout_s: float | None = None,
 ) -> pa.Table:
     """Run view `name` over the dataset at `data_dir`, opened read-only for this one query.
 
@@ -434,11 +541,17 @@ def query_dataset(
     says `Partition: run`) runs in parts of consecutive runs on that cluster's workers, each opening
     the dataset at the same path, and the parts are joined here into the local result; a view that
     needs every run at once (`Partition: none`) runs here. `part_packets`: a part takes runs until it
-    holds that many packets (default `partition.PART_PACKETS`; 0: one run per part).
+    holds that many packets (default `partition.PART_PACKETS`; 0: one run per part). `timeout_s`: see
+    `with_dataset` (the parts on a cluster are not limited).
     """
     if scheduler is None:
-        return with_dataset(data_dir, lambda con: run_view(con, name, runs=runs, params=params))
-    return _on_cluster(Path(data_dir).absolute(), name, runs, params or {}, scheduler, part_packets)
+
+        def work(con: duckdb.DuckDBPyConnection) -> pa.Table:
+            return run_view(con, name, runs=runs, params=params)
+
+        return with_dataset(data_dir, work, timeout_s=timeout_s)
+    where = Path(data_dir).absolute()
+    return _on_cluster(where, name, runs, params or {}, scheduler, part_packets, timeout_s)
 
 
 def query_dataset_csv(
@@ -447,6 +560,8 @@ def query_dataset_csv(
     write: Callable[[list[str], Iterator[list[str]]], None],
     runs: list[str] | None = None,
     params: dict[str, Any] | None = None,
+    *,
+    timeout_s: float | None = None,
 ) -> pa.Table | None:
     """`query_dataset` (here, not on a cluster) with its result given to `write` as CSV: the column
     names and chunks of lines formatted by DuckDB as Arrow's writer formats them (tracecore.csv_text),
@@ -464,7 +579,7 @@ def query_dataset_csv(
         write(names, _fetch_lines(con))
         return None
 
-    return with_dataset(data_dir, work)
+    return with_dataset(data_dir, work, timeout_s=timeout_s)
 
 
 def _csv_lines(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any]) -> list[str] | None:
@@ -480,9 +595,10 @@ def _csv_lines(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any])
         line = csv_text.lines(types)
         if line is None:
             return None
+        checked, _ = bounded_sql(sql, rel)  # rows over ROW_MAX_BYTES refused inside DuckDB
         columns = ", ".join(f"c{i}" for i in range(len(types)))  # by position: names may repeat
         con.execute(
-            f"CREATE TEMP TABLE csv_lines AS SELECT {line} AS line FROM ({sql}) AS result({columns})",
+            f"CREATE TEMP TABLE csv_lines AS SELECT {line} AS line FROM ({checked}) AS result({columns})",
             values or None,
         )
     except duckdb.Error as err:
@@ -493,7 +609,7 @@ def _csv_lines(con: duckdb.DuckDBPyConnection, sql: str, values: dict[str, Any])
 def _fetch_lines(con: duckdb.DuckDBPyConnection) -> Iterator[list[str]]:
     """csv_lines's lines in their order, a chunk at a time."""
     con.execute("SELECT line FROM csv_lines")
-    while chunk := con.fetchmany(_FETCH_ROWS):
+    while chunk := con.fetchmany(_VARYING_BATCH_ROWS):  # lines of up to about ROW_MAX_BYTES
         yield [row[0] for row in chunk]
 
 
@@ -504,6 +620,7 @@ def _on_cluster(
     params: dict[str, Any],
     scheduler: str,
     part_packets: int | None,
+    timeout_s: float | None = None,
 ) -> pa.Table:
     """`query_dataset` with a scheduler: checked and planned here, parts on the cluster, joined here."""
     import pyarrow as pa
@@ -528,7 +645,7 @@ def _on_cluster(
         tasks = [partition.PartTask(str(data_dir), view, tuple(g), params, state) for g in groups]
         return tasks, [sum(packets.get(r, 0) for r in g) for g in groups]
 
-    planned = with_dataset(data_dir, plan)
+    planned = with_dataset(data_dir, plan, timeout_s=timeout_s)
     if isinstance(planned, pa.Table):
         return planned
     from tracecore.cluster import run_on_cluster  # imports `distributed`: only when asked
@@ -573,10 +690,16 @@ def catalog_state(con: duckdb.DuckDBPyConnection) -> str | None:
     return rows[0][0] if rows else None
 
 
-def sql_dataset(data_dir: Path, sql: str, *, unsafe: bool = False) -> pa.Table:
+def sql_dataset(
+    data_dir: Path, sql: str, *, unsafe: bool = False, timeout_s: float | None = None
+) -> pa.Table:
     """Run one query over the dataset at `data_dir`, locked down so it cannot change any file
-    (`unsafe`: DuckDB's full power, for a user's own data)."""
-    return with_dataset(data_dir, lambda con: run_sql(con, sql, unsafe=unsafe), unsafe=unsafe)
+    (`unsafe`: DuckDB's full power, for a user's own data); `timeout_s`: see `with_dataset`."""
+
+    def work(con: duckdb.DuckDBPyConnection) -> pa.Table:
+        return run_sql(con, sql, unsafe=unsafe)
+
+    return with_dataset(data_dir, work, unsafe=unsafe, timeout_s=timeout_s)
 
 
 # DuckDB types whose Python values (`fetchall`) are the ones Arrow's `to_pylist` gives for the same
@@ -596,7 +719,13 @@ class Rows(NamedTuple):
 
 
 def sql_rows_or_table(
-    data_dir: Path, sql: str, most: int, *, first: bool = False, unsafe: bool = False
+    data_dir: Path,
+    sql: str,
+    most: int,
+    *,
+    first: bool = False,
+    unsafe: bool = False,
+    timeout_s: float | None = None,
 ) -> Rows | pa.Table:
     """`sql_dataset`'s result, as Rows when it is one SELECT whose columns are all PLAIN_TYPES (its
     first `most` rows and how many it has; `first`: only its first `most` rows are read); else its
@@ -607,7 +736,7 @@ def sql_rows_or_table(
         rows = _plain_rows(con, sql, most, first)
         return rows if rows is not None else run_sql(con, sql, unsafe=unsafe)
 
-    return with_dataset(data_dir, work, unsafe=unsafe)
+    return with_dataset(data_dir, work, unsafe=unsafe, timeout_s=timeout_s)
 
 
 def _plain_rows(con: duckdb.DuckDBPyConnection, sql: str, most: int, first: bool) -> Rows | None:
@@ -622,31 +751,70 @@ def _plain_rows(con: duckdb.DuckDBPyConnection, sql: str, most: int, first: bool
         types, names = [str(t) for t in rel.types], list(rel.columns)
         if len(set(names)) < len(names) or any(t not in PLAIN_TYPES for t in types):
             return None
-        if first:
-            rows = rel.limit(most).fetchall()
-            total = len(rows)
-        else:  # the rows shown, then the rest only counted, a chunk at a time
-            con.execute(sql)
-            rows = con.fetchmany(most)
-            total = len(rows)
-            while chunk := con.fetchmany(_FETCH_ROWS):
-                total += len(chunk)
+        checked, varying = bounded_sql(sql, rel)  # rows over ROW_MAX_BYTES refused inside DuckDB
+        rows = (con.sql(checked) if varying else rel).limit(most).fetchall()
+        total = len(rows)
+        if not first and total == most:  # the rest only counted, by DuckDB: no row of it is fetched
+            ((total,),) = con.sql(f"SELECT count(*) FROM (\n{statement_text(sql)}\n)").fetchall()
     except duckdb.Error as err:
         raise _query_error(con, err) from err
     return Rows(names, [PLAIN_TYPES[t] for t in types], rows, total)
 
 
-_FETCH_ROWS = 65536
-
-
 def with_dataset(
-    data_dir: Path, work: Callable[[duckdb.DuckDBPyConnection], T], *, unsafe: bool = False
+    data_dir: Path,
+    work: Callable[[duckdb.DuckDBPyConnection], T],
+    *,
+    unsafe: bool = False,
+    timeout_s: float | None = None,
 ) -> T:
-    """`work(con)` over the dataset at `data_dir`, opened read-only and closed whatever happens."""
+    """`work(con)` over the dataset at `data_dir`, opened read-only and closed whatever happens;
+    stopped after `timeout_s` seconds (None or 0: never) with a UsageError (see `TimeLimit`)."""
     from tracecore.ingest import open_catalog
 
     con = open_catalog(data_dir, read_only=True, unsafe=unsafe)
+    limit = TimeLimit(con, timeout_s)
     try:
         return work(con)
+    except Exception as err:
+        if limit.fired:
+            raise UsageError(
+                f"the query ran longer than its time limit ({timeout_s:g} s) and was stopped; narrow it "
+                "(WHERE, LIMIT, --run, --from/--to), or give --timeout more (0: no limit)"
+            ) from err
+        raise
     finally:
+        limit.cancel()
         con.close()
+
+
+class TimeLimit:
+    """Interrupts DuckDB's work on `con` once `seconds` have passed, and again every 0.1 s until
+    cancelled (an interrupt that lands between two statements would be lost). Why: a view of a
+    received catalog (an unbounded `WITH RECURSIVE`) or a typed query can run forever; DuckDB stops
+    at its next check and raises, which `with_dataset` turns into one line."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float | None):
+        import threading
+
+        self.fired = False
+        self._done = threading.Event()
+        self._thread = None
+        if seconds:
+            self._thread = threading.Thread(target=self._run, args=(con, seconds), name="query-time-limit")
+            self._thread.daemon = True
+            self._thread.start()
+
+    def _run(self, con: duckdb.DuckDBPyConnection, seconds: float) -> None:
+        if self._done.wait(seconds):
+            return
+        self.fired = True
+        while not self._done.is_set():
+            con.interrupt()
+            self._done.wait(0.1)
+
+    def cancel(self) -> None:
+        """Stop the timer (before the connection closes: no interrupt reaches a closed one)."""
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()

@@ -922,10 +922,15 @@ def lock_down(con: duckdb.DuckDBPyConnection, readable: list[str]) -> None:
     read; nothing can be written, attached, installed or reconfigured. Why: the catalog's views and
     `tracecore sql` run SQL that may come from someone else, and a query must not be able to damage
     the dataset or reach other files or the network. Memory is bounded (`query_memory_limit`) and
-    spills to a folder only this process can reach (`spill_dir`)."""
+    spills to a folder only this user can enter (`spill_dir`), up to half the free space there."""
     con.execute("SET allowed_paths = $paths", {"paths": readable})
     con.execute("SET memory_limit = $limit", {"limit": query_memory_limit()})
-    con.execute("SET temp_directory = $dir", {"dir": spill_dir()})  # "": no spilling
+    spill = spill_dir()
+    con.execute("SET temp_directory = $dir", {"dir": spill})  # "": no spilling
+    if spill:  # DuckDB's default, 90 % of the free space, would let one query fill the disk
+        with contextlib.suppress(OSError):
+            half = shutil.disk_usage(os.path.dirname(spill)).free // 2
+            con.execute("SET max_temp_directory_size = $size", {"size": f"{max(half >> 20, 1)}MiB"})
     con.execute("SET enable_external_access = false")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
