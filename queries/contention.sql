@@ -58,7 +58,7 @@ reference AS (
     GROUP BY run, src_worker, dst_worker
 ),
 judged AS (  -- busy steady bins, numbered per link, with their verdict
-    SELECT s.run, s.src_worker, s.dst_worker, s.bin_start_ns, s.gbps / r.reference_gbps AS ratio,
+    SELECT s.run, s.src_worker, s.dst_worker, s.bin_start_ns, s.t_s, s.gbps / r.reference_gbps AS ratio,
            s.gbps < threshold * r.reference_gbps AS below,
            row_number() OVER (PARTITION BY s.run, s.src_worker, s.dst_worker ORDER BY s.bin_start_ns) AS i
     FROM series AS s
@@ -71,8 +71,10 @@ islands AS (  -- consecutive below bins share i − (rank among below bins)
     WHERE below
 ),
 held AS (
+    -- one value per window for all its bins: its first bin's t_s, and a mean summed in bin order (a
+    -- float sum's last digit depends on the order of its terms, which threads do not keep)
     SELECT run, src_worker, dst_worker, island, min(bin_start_ns) AS first_ns, max(bin_start_ns) AS last_ns,
-           count(*) AS held_bins, avg(ratio) AS held_ratio
+           min(t_s) AS first_s, count(*) AS held_bins, list_avg(list(ratio ORDER BY bin_start_ns)) AS held_ratio
     FROM islands
     GROUP BY run, src_worker, dst_worker, island
     HAVING count(*) >= min_bins
@@ -83,8 +85,8 @@ SELECT
     coalesce(r.reference_bins, 0) AS reference_bins,
     s.gbps / r.reference_gbps AS ratio,
     coalesce(s.steady AND s.bytes > 0 AND s.gbps < threshold * r.reference_gbps, false) AS below,
-    s.t_s + (h.first_ns - s.bin_start_ns) / 1e9 AS held_start_s,
-    s.t_s + (h.last_ns + s.bin_ns - s.bin_start_ns) / 1e9 AS held_end_s,
+    h.first_s AS held_start_s,
+    h.first_s + (h.last_ns + s.bin_ns - h.first_ns) / 1e9 AS held_end_s,
     h.held_bins,
     h.held_ratio
 FROM series AS s
