@@ -9,9 +9,11 @@
 -- baseTimeNanoseconds, the example plugin's GPU-clock anchor, Inspector's and Horovod's Unix µs),
 -- with a stated error. The packets check it: a rank cannot send a collective's bytes before its own
 -- kernel (or call) starts, so for every collective the file records, the sending rank's recorded start
--- may trail its first attributed frame on the wire (collective_wire; anchored at the instance's
--- earliest start over all ranks, so one rank's wrong clock does not move its own bytes) by at most the
--- stated error. A file whose clock runs late by more fails with its worst collective named; one
+-- may trail its first attributed frame of at least 1 KiB on the wire (collective_wire's bulk_start_ns;
+-- anchored at the instance's earliest start over all ranks, so one rank's wrong clock does not move its
+-- own bytes) by at most the stated error: small messages a source does not record (NCCL Inspector's
+-- floor is 8 KiB; gloo's own) may go ahead of a collective on its connections and be taken into its
+-- range, and a clock check from them would blame a clock that is right. A file whose clock runs late by more fails with its worst collective named; one
 -- running early pulls the instance's start (and so the anchors) early and makes another rank's bytes
 -- precede that rank's start. Collectives under 64 KiB are not checked: their few bytes may ride in a
 -- neighbour's frame.
@@ -25,20 +27,20 @@
 --   error_ns               the error allowed, ns
 --   checked                collectives of the file with attributed bytes (≥ 64 KiB messages)
 --   worst_seq, worst_op    the collective whose bytes lead its recorded start the most
---   lead_ns                by how much: recorded start − first attributed frame, ns (≤ 0: none leads)
+--   lead_ns                by how much: recorded start − first attributed frame of ≥ 1 KiB, ns (≤ 0: none leads)
 --   ok                     lead_ns ≤ error_ns
 --   message                one line for a person: what failed, by how much, and what it means
 CREATE OR REPLACE MACRO collective_clock_check(runs := NULL, err_ns := NULL) AS TABLE
 WITH
 wire AS (
     SELECT * FROM collective_wire(runs := runs, err_ns := err_ns)
-    WHERE frames > 0 AND message_bytes >= 65536
+    WHERE bulk_start_ns IS NOT NULL AND message_bytes >= 65536
 ),
 leads AS (
     SELECT run, source, src_file AS file, src_rank AS rank, any_value(src_worker) AS worker, count(DISTINCT seq) AS checked,
-           arg_max(seq, sender_start_ns - first_byte_ns) AS worst_seq,
-           arg_max(op, sender_start_ns - first_byte_ns) AS worst_op,
-           max(sender_start_ns - first_byte_ns) AS lead_ns
+           arg_max(seq, sender_start_ns - bulk_start_ns) AS worst_seq,
+           arg_max(op, sender_start_ns - bulk_start_ns) AS worst_op,
+           max(sender_start_ns - bulk_start_ns) AS lead_ns
     FROM wire
     GROUP BY run, source, src_file, src_rank
 ),

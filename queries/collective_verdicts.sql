@@ -10,17 +10,16 @@
 -- A collective instance (run, source, comm, seq) lasts from its first rank's start to its last rank's
 -- end (duration_ns), on one clock (collective_calls: the hosts' offsets applied). It cannot finish
 -- before its last rank joins, so that time splits into the wait for the last rank (spread_ns) and the
--- time after every rank joined (joined_ns). The wire: collective_wire's bytes and busy time of each
--- directed link (busy: gaps between the collective's frames of at most idle_ns), and tcp_segments'
--- retransmissions on the link's flows inside the instance's window. The verdict is the first rule
--- that holds:
+-- time after every rank joined (joined_ns). The wire: collective_wire's bytes, busy time (gaps
+-- between the collective's frames of at most idle_ns) and re-sent frames of each directed link. The
+-- verdict is the first rule that holds:
 --   straggler       the last rank started late_ns ≥ min_late_ns after the median start of the
 --                   others, and the spread is ≥ straggler_share of the duration (the others waited
 --                   for it most of the collective)
---   network         retransmitting: its links retransmitted at least retrans_share of its frames
---                   inside its window (≥ 1 segment) and its joined time is ≥ slow_factor × the median
---                   joined time of the run's instances of the same source, operation and size that
---                   did not (all of them when none is clean)
+--   network         retransmitting: at least retrans_share of its frames (≥ 1) on its links re-sent
+--                   bytes sent before (collective_wire's resent_frames) and its joined time is
+--                   ≥ slow_factor × the median joined time of the run's instances of the same source,
+--                   operation and size that did not (all of them when none is clean)
 --   latency         a message under latency_bytes: per-message overheads, not bandwidth
 --   network         slow link: the slowest link's rate while busy (bytes·8 / busy_ns) is
 --                   ≤ slow_link_share × the median rate of the collective's other links (it held the
@@ -65,8 +64,8 @@
 --   others_gbps            the median rate of the collective's other links while busy, Gbit/s
 --   link_peak_gbps         the link's fastest rate in the run's collectives of this source, Gbit/s
 --   frames                 frames of the collective on its links (collective_wire), count
---   retransmissions        segments retransmitted on its links inside [start_ns, end_ns] (count)
---   retransmitted_bytes    their payload, bytes
+--   retransmissions        those that re-sent bytes sent before (collective_wire's resent_frames), count
+--   retransmitted_bytes    the re-sent bytes, bytes
 --   reference_joined_ns    the median joined time the retransmitting rule compares with, ns
 --   verdict                'straggler' | 'network' | 'latency' | 'compute/launch'; NULL, above
 --   rule                   which rule: 'late rank' | 'retransmitting' | 'small message' | 'slow link' |
@@ -93,7 +92,7 @@ instances AS (
 ),
 wire AS MATERIALIZED (
     SELECT w.run, w.source, w.comm, w.seq, w.src_worker, w.dst_worker, s.ip AS src_ip, d.ip AS dst_ip,
-           w.start_ns, w.end_ns, w.frames, w.bytes, w.busy_ns, w.gbps
+           w.start_ns, w.end_ns, w.frames, w.bytes, w.resent_frames, w.resent_bytes, w.busy_ns, w.gbps
     FROM collective_wire(runs := runs, idle_ns := idle_ns) AS w
     JOIN workers AS s ON s.run = w.run AND s.worker = w.src_worker
     JOIN workers AS d ON d.run = w.run AND d.worker = w.dst_worker
@@ -119,28 +118,11 @@ busiest AS (
           FROM rated)
     WHERE k = 1
 ),
-flows AS (  -- the TCP flows of the collectives' links, by tcp_segments' key
-    SELECT DISTINCT p.run, hash(p.run, p.src_ip, p.src_port, p.dst_ip, p.dst_port) AS flow, p.src_ip, p.dst_ip
-    FROM packets AS p
-    JOIN (SELECT DISTINCT run, src_ip, dst_ip FROM wire) AS l
-        ON l.run = p.run AND l.src_ip = p.src_ip AND l.dst_ip = p.dst_ip
-    WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.ip_proto = 6
-),
-resent AS (
-    SELECT f.run, f.src_ip, f.dst_ip, t.ts_ns, t.len
-    FROM tcp_segments(runs := (SELECT coalesce(list(DISTINCT run), []) FROM wire)) AS t
-    JOIN flows AS f ON f.flow = t.flow
-    WHERE t.retransmission
-),
 lost AS (
-    SELECT w.run, w.source, w.comm, w.seq, sum(w.frames) AS frames, sum(r.n) AS retransmissions,
-           sum(r.b)::BIGINT AS retransmitted_bytes, count(*) AS links
-    FROM wire AS w
-    LEFT JOIN LATERAL (
-        SELECT count(*) AS n, coalesce(sum(r.len), 0) AS b FROM resent AS r
-        WHERE r.run = w.run AND r.src_ip = w.src_ip AND r.dst_ip = w.dst_ip AND r.ts_ns BETWEEN w.start_ns AND w.end_ns
-    ) AS r ON true
-    GROUP BY w.run, w.source, w.comm, w.seq
+    SELECT run, source, comm, seq, sum(frames) AS frames, sum(resent_frames) AS retransmissions,
+           sum(resent_bytes)::BIGINT AS retransmitted_bytes, count(*) AS links
+    FROM wire
+    GROUP BY run, source, comm, seq
 ),
 judged AS (
     SELECT i.*, i.end_ns - i.start_ns AS duration_ns, i.last_start_ns - i.start_ns AS spread_ns,

@@ -31,6 +31,8 @@
 --   collective time    note: the shares of the collectives' time by verdict
 --   exposed communication   per worker, step_breakdown's exposed communication over its steps: cost
 --                      Σ exposed_ns; listed when ≥ exposed_share of the steps' time
+--   gpu idle           per worker, step_breakdown's GPU idle time (no kernel, copy or set) over its
+--                      steps' GPU span: cost Σ gpu_idle_ns; listed when ≥ idle_share of that span
 --   retransmissions    per directed worker link, tcp_health's retransmissions when ≥ retrans_share of
 --                      its data segments and ≥ min_retransmissions (no cost: TCP's recovery time is not
 --                      measured per segment)
@@ -51,6 +53,7 @@
 --   min_share       a cost's least share of the collective time (or of the baseline) to be listed (default 0.05)
 --   min_count_share the least share of the collectives a systematic finding holds for (default 0.5)
 --   exposed_share   the least exposed share of the steps for a finding (default 0.2)
+--   idle_share      the least GPU idle share of the steps' GPU span for a finding (default 0.2)
 --   retrans_share   the least retransmitted share of a link's data segments, and of a collective's
 --                   frames for collective_verdicts' retransmitting rule (default 0.005)
 --   min_retransmissions   the least retransmitted segments of a link for a finding (default 10)
@@ -69,11 +72,11 @@
 --   cost_ns       the time it cost, ns; NULL where not measured
 --   claim         one line: the claim with its numbers
 --   evidence      the tracecore command that shows the rows behind it
-CREATE OR REPLACE MACRO findings(runs := NULL, min_share := 0.05, min_count_share := 0.5, exposed_share := 0.2,
+CREATE OR REPLACE MACRO findings(runs := NULL, min_share := 0.05, min_count_share := 0.5, exposed_share := 0.2, idle_share := 0.2,
     retrans_share := 0.005, min_retransmissions := 10, rtt_factor := 10, coverage_min := 0.9, minor_link_share := 0.25, straggler_share := 0.5, min_late_ns := 1000000, latency_bytes := 65536,
     slow_link_share := 0.5, busy_share := 0.7, peak_share := 0.7, slow_factor := 1.5, idle_ns := 1000000) AS TABLE
 WITH
-chosen AS (
+chosen AS MATERIALIZED (
     SELECT run,
            CASE WHEN regexp_full_match(run, '[A-Za-z0-9_.,:=+@%/-]+') THEN run
                 ELSE '''' || replace(run, '''', '''"''"''') || '''' END AS q,
@@ -94,13 +97,13 @@ primary_source AS (
           FROM verdicts GROUP BY run, source)
     WHERE k = 1
 ),
-v AS (
+v AS MATERIALIZED (
     SELECT v.*, c.q, median(v.duration_ns) OVER (PARTITION BY v.run, v.op, v.bytes) AS kind_median_ns
     FROM verdicts AS v
     JOIN primary_source USING (run, source)
     JOIN chosen AS c USING (run)
 ),
-span AS (  -- the run's collective time: the sum of its source's collectives' durations
+span AS MATERIALIZED (  -- the run's collective time: the sum of its source's collectives' durations
     SELECT run, any_value(source) AS source, any_value(q) AS q, count(*) AS n, sum(duration_ns) AS span_ns,
            -- the collectives a systematic finding must hold for min_count_share of (set-up ones are small)
            greatest(count(*) FILTER (WHERE bytes >= latency_bytes), 1) AS n_big
@@ -192,18 +195,32 @@ shares AS (
     JOIN span AS s USING (run)
     GROUP BY v.run, s.source, s.n, s.span_ns, s.q
 ),
+steps AS MATERIALIZED (
+    SELECT b.*, c.q FROM step_breakdown(runs := runs, idle_ns := idle_ns) AS b JOIN chosen AS c USING (run)
+),
 exposed AS (
-    SELECT b.run, 'problem' AS severity, 'exposed communication' AS finding, b.worker AS subject,
-           sum(b.exposed_ns)::BIGINT AS cost_ns,
-           printf('%s: communication nothing hid took %.0f%% of its %d profiled steps (%.1f of %.1f ms): '
-                  || 'the GPU waited on collectives', b.worker, 100 * sum(b.exposed_ns) / sum(b.step_ns), count(*),
-                  sum(b.exposed_ns) / 1e6, sum(b.step_ns) / 1e6) AS claim,
-           'tracecore query step_breakdown --run ' || any_value(c.q) AS evidence
-    FROM step_breakdown(runs := runs, idle_ns := idle_ns) AS b
-    JOIN chosen AS c USING (run)
-    WHERE b.exposed_ns IS NOT NULL
-    GROUP BY b.run, b.worker
-    HAVING sum(b.exposed_ns) >= exposed_share * sum(b.step_ns)
+    SELECT run, 'problem' AS severity, 'exposed communication' AS finding, worker AS subject,
+           sum(exposed_ns)::BIGINT AS cost_ns,
+           printf('%s: communication nothing hid took %.0f%% of its %d profiled steps (%.1f of %.1f ms on the '
+                  || 'GPU): the GPU waited on collectives', worker, 100 * sum(exposed_ns) / sum(step_ns), count(*),
+                  sum(exposed_ns) / 1e6, sum(step_ns) / 1e6) AS claim,
+           'tracecore query step_breakdown --run ' || any_value(q) AS evidence
+    FROM steps
+    WHERE exposed_ns IS NOT NULL
+    GROUP BY run, worker
+    HAVING sum(exposed_ns) >= exposed_share * sum(step_ns)
+),
+idle AS (
+    SELECT run, 'problem' AS severity, 'gpu idle' AS finding, worker AS subject, sum(gpu_idle_ns)::BIGINT AS cost_ns,
+           printf('%s: the GPU ran nothing %.0f%% of its %d profiled steps'' GPU span (%.1f of %.1f ms) and %.0f%% '
+                  || 'of their wall time (%.1f ms)', worker, 100 * sum(gpu_idle_ns) / sum(step_ns), count(*),
+                  sum(gpu_idle_ns) / 1e6, sum(step_ns) / 1e6,
+                  100 * (1 - sum(step_ns - gpu_idle_ns) / sum(iteration_ns)), sum(iteration_ns) / 1e6) AS claim,
+           'tracecore query step_breakdown --run ' || any_value(q) AS evidence
+    FROM steps
+    WHERE gpu_idle_ns IS NOT NULL AND iteration_ns IS NOT NULL
+    GROUP BY run, worker
+    HAVING sum(gpu_idle_ns) >= idle_share * sum(step_ns)
 ),
 health AS MATERIALIZED (
     SELECT h.run, h.src_worker, h.dst_worker, sum(h.data_packets) AS data_packets,
@@ -243,7 +260,7 @@ rtt AS (
     JOIN chosen AS c USING (run)
     WHERE h.low_us > 0 AND h.rtt_us >= rtt_factor * h.low_us
 ),
-links AS (  -- bytes per directed worker link, to leave out links that carry only ACKs
+links AS MATERIALIZED (  -- bytes per directed worker link, to leave out links that carry only ACKs
     SELECT run, src_worker, dst_worker, sum(bytes) AS bytes,
            max(sum(bytes)) OVER (PARTITION BY run) AS top_bytes
     FROM flow_matrix(runs := runs)
@@ -336,7 +353,8 @@ found AS (
     SELECT * FROM straggler UNION ALL BY NAME SELECT * FROM skew
     UNION ALL BY NAME SELECT * FROM slow_link UNION ALL BY NAME SELECT * FROM resending
     UNION ALL BY NAME SELECT * FROM slowest UNION ALL BY NAME SELECT * FROM shares
-    UNION ALL BY NAME SELECT * FROM exposed UNION ALL BY NAME SELECT * FROM resent
+    UNION ALL BY NAME SELECT * FROM exposed UNION ALL BY NAME SELECT * FROM idle
+    UNION ALL BY NAME SELECT * FROM resent
     UNION ALL BY NAME SELECT * FROM zero UNION ALL BY NAME SELECT * FROM rtt
     UNION ALL BY NAME SELECT * FROM held UNION ALL BY NAME SELECT * FROM topology
     UNION ALL BY NAME SELECT * FROM clock UNION ALL BY NAME SELECT * FROM missing

@@ -132,6 +132,7 @@ def test_examples_are_everywhere() -> None:
         "read",
         "ingest",
         "query",
+        "explain",
         "sql",
         "figure",
         "report",

@@ -34,6 +34,7 @@ try:
     con = duckdb.connect(catalog, read_only=True)
 except duckdb.Error as err:
     sys.exit("cannot open: " + str(err).splitlines()[0])
+con.execute("SET enable_progress_bar = false")  # a query over 2 s draws one on standard output
 if search_path:
     con.execute("SET file_search_path = $path", {"path": search_path})
 results = []

@@ -108,13 +108,41 @@ def test_a_lossy_worker_retransmits_on_its_links(con) -> None:
     by_worker = {h["src_worker"]: h["n"] / h["data"] for h in health}
     assert by_worker["W2"] > 0.02, by_worker  # 5 % of its frames dropped
     assert by_worker["W2"] > 10 * max(by_worker["W1"], by_worker["W3"], 1e-4), by_worker
+    wire = rows(
+        con,
+        "SELECT run, seq, src_worker, bytes, frames, resent_frames FROM collective_wire(runs := [?, ?])",
+        [LOSSY, CLEAN],
+    )
+    lossy = [w for w in wire if w["run"] == LOSSY and w["src_worker"] == "W2"]
+    assert sum(w["resent_frames"] for w in lossy) > 0.02 * sum(w["frames"] for w in lossy), lossy
+    # each byte once: a re-sent segment falls where its first copy did, so each collective's bytes on
+    # each link are the clean run's, to the byte (gloo's own headers included)
+    by_link = {(w["run"], w["seq"], w["src_worker"]): w["bytes"] for w in wire}
+    assert {k[1:]: v for k, v in by_link.items() if k[0] == LOSSY} == {
+        k[1:]: v for k, v in by_link.items() if k[0] == CLEAN
+    }
     (loss,) = [f for f in found if f["finding"] == "loss"]
     assert loss["claim"].startswith("5 % loss: training took"), loss
     assert "(1 run)" in loss["claim"]  # the clean run of the same configuration is the baseline
 
 
 def test_a_clean_run_has_no_problem(con) -> None:
-    assert problems(con, CLEAN) == []
+    found = problems(con, CLEAN)
+    # an overloaded machine can drop a clean run's packets on its way (the receivers' socket backlogs);
+    # a retransmission finding is then true, and tcp_health must say the same
+    assert {f["finding"] for f in found} <= {"retransmissions"}, found
+    health = rows(
+        con,
+        "SELECT src_worker || '→' || dst_worker AS link, sum(retransmissions) AS n, "
+        "sum(data_packets) AS data FROM tcp_health(runs := [?]) WHERE dst_worker IS NOT NULL GROUP BY ALL",
+        [CLEAN],
+    )
+    lossy_links = {h["link"] for h in health if h["n"] >= 10 and h["n"] >= 0.005 * h["data"]}
+    assert {f["subject"] for f in found} == lossy_links
+    # nor has loss (re-sent segments, gloo's small messages before a collective) a clock to blame
+    clocks = rows(con, "SELECT run, rank, ok FROM collective_clock_check WHERE run IN (?, ?)", [CLEAN, LOSSY])
+    assert len(clocks) == 6
+    assert all(c["ok"] for c in clocks), clocks
     notes = rows(con, "SELECT * FROM findings(runs := [?])", [CLEAN])
     assert {n["finding"] for n in notes} >= {"slowest collective", "collective time"}
     for note in notes:  # a run name a shell would split is quoted in the command to copy
@@ -130,7 +158,7 @@ def test_explain_prints_each_run_and_its_evidence(data: Path) -> None:
     assert text.index(STRAGGLER) < text.index("1. straggler (") < text.index(CLEAN)
     assert f"$ tracecore query collective_verdicts --run {STRAGGLER}" in text
     clean = text[text.index(CLEAN) :]
-    assert "1. slowest collective (note)" in clean
+    assert "slowest collective (note)" in clean
     as_json = commands.tracecore("explain", "--data", str(data), "--run", SHAPED, "-f", "json")
     got = json.loads(as_json.stdout)
     assert (got[0]["run"], got[0]["finding"]) == (SHAPED, "slow link")

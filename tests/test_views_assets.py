@@ -26,6 +26,7 @@ BUILDING_BLOCKS = (
     "packets_window",
     "run_bounds",
     "run_meta",
+    "tcp_segments",
     "train_steps",
     "train_window",
     "worker_pairs",
@@ -68,6 +69,8 @@ def test_install_order_puts_every_building_block_before_its_users() -> None:
     assert order.index("link_series") < order.index("congestion")
     assert order.index("link_steady") < order.index("contention")
     assert order.index("topology_check") < order.index("compare")
+    assert order.index("tcp_segments") < order.index("tcp_health")
+    assert order.index("collective_wire") < order.index("collective_verdicts") < order.index("findings")
     assert order.index("packets_window") < order.index("rdma_flows")
 
 
@@ -148,6 +151,7 @@ def test_every_view_declares_how_it_splits_by_run() -> None:
     assert {n for n, r in rules.items() if not r.by_run} == {
         "compare",
         "train_duration",
+        "findings",  # what loss did to training time is train_duration's
         "grid_rows",
         "grid_check",
     }
