@@ -121,45 +121,50 @@ def render_report(
 
 
 def _page(con: duckdb.DuckDBPyConnection, runs: Runs, source: str, progress: Progress | None) -> str:
-    import vl_convert as vlc
-
-    from tracecore import figures
-    from tracecore.figures import render
     from tracecore.figures._views import run_view
     from tracecore.figures.style import short_runs
 
     summary = run_view(con, "run_summary", runs=runs)
     names = summary.column("run").to_pylist()
     labels = short_runs(names)
-    shown = [
-        fig
-        for fig in (figures.get(n) for n in figures.figure_names())
-        if fig.shown_when is None or fig.shown_when(con, runs)
-    ]
-    layout = [  # (section, its figures, its tables), in the page's order
-        (
-            section,
-            [f for f in shown if section.figures(f)],
-            [t for t in section.tables if _shown(t, con, runs)],
-        )
-        for section in SECTIONS
-    ]
-    layout = [part for part in layout if part[1] or part[2]]
-    order = [  # (job, what progress calls it), in the page's order
-        step
-        for _, figs, tables in layout
-        for step in (*((f.name, f.name) for f in figs), *((f"table-{t.view}", t.view) for t in tables))
-    ]
-    jobs = [(key, _figure_job(key, runs) if key == name else _table_job(name, runs)) for key, name in order]
-    specs: dict[str, Any] = {}
-    csv_paths: dict[str, Any] = {}
+    tables = {section.id: [t for t in section.tables if _shown(t, con, runs)] for section in SECTIONS}
     results: dict[str, Any] = {}
-    with _Builder(con, jobs) as builder:
+    with _Builder(con) as builder:
+        # the tables' views first: they need no Altair, which this thread imports meanwhile
+        for table in (t for section in SECTIONS for t in tables[section.id]):
+            builder.submit(f"table-{table.view}", _table_job(table.view, runs))
+        from tracecore import figures
+
+        shown = [
+            fig
+            for fig in (figures.get(n) for n in figures.figure_names())
+            if fig.shown_when is None or fig.shown_when(con, runs)
+        ]
+        layout = [
+            (section, [f for f in shown if section.figures(f)], tables[section.id]) for section in SECTIONS
+        ]
+        layout = [part for part in layout if part[1] or part[2]]
+        for fig in (f for _, figs, _ in layout for f in figs):
+            builder.submit(fig.name, _figure_job(fig.name, runs))
+        order = [  # (job, what progress calls it), in the page's order
+            step
+            for _, figs, shown_tables in layout
+            for step in (
+                *((f.name, f.name) for f in figs),
+                *((f"table-{t.view}", t.view) for t in shown_tables),
+            )
+        ]
         leading = [part for part in (make(con, runs, labels) for make in LEADING) if part is not None]
         for done, (key, name) in enumerate(order):
             if progress:
                 progress(done, len(order), name)
             results[key] = builder.result(key)
+    import vl_convert as vlc
+
+    from tracecore.figures import render
+
+    specs: dict[str, Any] = {}
+    csv_paths: dict[str, Any] = {}
     nav = [
         '<a href="#runs">Runs</a>',
         *(f'<a href="#{part.id}">{html.escape(part.nav)}</a>' for part in leading),
@@ -261,41 +266,47 @@ def _table_html(table: Table, result: Any, labels: dict[str, str]) -> str:
 
 
 class _Builder:
-    """The report's figures and table views, built on two threads, each with its own cursor on the catalog.
+    """The report's figures and table views, built on two threads as they are submitted, each thread
+    with its own cursor on the catalog.
 
     Why threads: a report spends most of its time in DuckDB, which releases the GIL, and the rest
     building charts in Python; two builds at a time overlap the two. Results are taken in the page's
     order; on an error or Ctrl-C the jobs not started are dropped, not built first.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, jobs: list[tuple[str, Callable]]) -> None:
-        self.con, self.jobs = con, jobs
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.pending: dict[str, Any] = {}
+        self.cursors: list[duckdb.DuckDBPyConnection] = []
 
     def __enter__(self) -> _Builder:
-        import contextvars
         import threading
         from concurrent.futures import ThreadPoolExecutor
 
-        from tracecore.ingest.catalog import cursor as catalog_cursor
-        from tracecore.ingest.catalog import root_variable
+        from tracecore.ingest.catalog import ROOT_VARIABLE
 
-        database = self.con.execute("SELECT current_database()").fetchone()[0]
-        root = root_variable(self.con)
-        local, self.cursors = threading.local(), []
-
-        def run(job: Callable) -> Any:
-            if not hasattr(local, "con"):  # a DuckDB connection serves one thread at a time
-                local.con = catalog_cursor(self.con, root)  # with the dataset's root: views read this folder
-                local.con.execute(f'USE "{database.replace(chr(34), chr(34) * 2)}"')
-                self.cursors.append(local.con)
-            return job(local.con)
-
+        # every row fetched: the connection serves this thread's next query (a result left open by
+        # fetchone is refused then: "connection has an unfinished result")
+        self.database = self.con.execute("SELECT current_database()").fetchall()[0][0]
+        self.root = self.con.execute("SELECT getvariable(?)", [ROOT_VARIABLE]).fetchall()[0][0]
+        self.local = threading.local()
         self.pool = ThreadPoolExecutor(2, thread_name_prefix="report")
-        # each task in its own copy of this context: the views shared_views keeps reach it
-        self.pending = {
-            key: self.pool.submit(contextvars.copy_context().run, run, job) for key, job in self.jobs
-        }
         return self
+
+    def submit(self, key: str, job: Callable[[duckdb.DuckDBPyConnection], Any]) -> None:
+        import contextvars
+
+        # each task in its own copy of this context: the views shared_views keeps reach it
+        self.pending[key] = self.pool.submit(contextvars.copy_context().run, self._run, job)
+
+    def _run(self, job: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
+        if not hasattr(self.local, "con"):  # a DuckDB connection serves one thread at a time
+            from tracecore.ingest.catalog import cursor as catalog_cursor
+
+            self.local.con = catalog_cursor(self.con, self.root)  # with the dataset's root: views read it
+            self.local.con.execute(f'USE "{self.database.replace(chr(34), chr(34) * 2)}"')
+            self.cursors.append(self.local.con)
+        return job(self.local.con)
 
     def result(self, key: str) -> Any:
         return self.pending[key].result()

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tracecore.figures.holds import has_collectives, has_nccl_logs, has_rdma
+
 if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
@@ -36,29 +38,9 @@ class Table:
     pick: Callable[[Rows], tuple[Rows, str]] | None = None
 
 
-def _has_nccl_logs(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
-    from tracecore.figures.registry import has_nccl_logs
-
-    return has_nccl_logs(con, runs)
-
-
 def _gpu_run(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     """Whether a run has what the GPU section reads: collectives placed in time, or NCCL's logs."""
-    from tracecore.figures.registry import has_collectives, has_nccl_logs
-
     return has_collectives(con, runs) or has_nccl_logs(con, runs)
-
-
-def _has_rdma(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
-    from tracecore.figures.registry import has_rdma
-
-    return has_rdma(con, runs)
-
-
-def _has_collectives(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
-    from tracecore.figures.registry import has_collectives
-
-    return has_collectives(con, runs)
 
 
 def _ms(value: int | float | None) -> float | None:  # (the table writes 4 significant digits)
@@ -199,7 +181,7 @@ GPU_TABLES = (
             "communication_ms", "overlap_ms", "exposed_ms", "gpu_idle_ms", "gpu_idle_pct",
             "iteration_idle_pct",
         ],
-        shown_when=_has_collectives,
+        shown_when=has_collectives,
         pick=_steps,
     ),
     Table(
@@ -212,7 +194,7 @@ GPU_TABLES = (
             "run", "source", "op", "bytes", "step", "ranks", "late_rank", "spread_ms", "wait_ms",
             "call_spread_ms", "last_caller_rank",
         ],
-        shown_when=_has_collectives,
+        shown_when=has_collectives,
         pick=_stragglers,
     ),
     Table(
@@ -237,7 +219,7 @@ GPU_TABLES = (
             "run", "algorithm", "verdict", "pair", "rank_pair", "ring", "tree", "transport", "measured",
             "data_mb", "data_frames", "flows", "status", "contradicts",
         ],
-        shown_when=_has_nccl_logs,
+        shown_when=has_nccl_logs,
         pick=_topology,
     ),
 )  # fmt: skip
@@ -287,7 +269,7 @@ TABLES = (
             "packets", "bytes", "message_bytes", "writes", "sends", "read_requests", "read_responses",
             "atomics", "acks", "cnps", "naks", "ecn_ce", "psn_gaps", "psn_repeats", "psn_rewinds",
         ],
-        shown_when=_has_rdma,
+        shown_when=has_rdma,
     ),
 )  # fmt: skip
 

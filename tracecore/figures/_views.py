@@ -6,7 +6,7 @@ thread asks first (`report` builds figures on two threads, each with its own cur
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -30,18 +30,24 @@ def run_view(
     params: dict[str, Any] | None = None,
 ) -> pa.Table:
     """`tracecore.query.run_view`, answered from the results kept by `shared_views` when one is open."""
-    shared = _SHARED.get()
-    if shared is None:
-        return query.run_view(con, name, runs=runs, params=params)
-    kept, lock = shared
     key = (name, None if runs is None else tuple(runs), repr(sorted((params or {}).items())))
+    return shared(key, lambda: query.run_view(con, name, runs=runs, params=params))
+
+
+def shared(key: tuple, compute: Callable[[], Any]) -> Any:
+    """`compute()`, kept by `shared_views` under `key` when one is open (as a view result is): the
+    report asks whether the runs hold collectives for five of its parts."""
+    shared_now = _SHARED.get()
+    if shared_now is None:
+        return compute()
+    kept, lock = shared_now
     with lock:
         mine = key not in kept
         if mine:
             kept[key] = Future()
     if mine:
         try:
-            kept[key].set_result(query.run_view(con, name, runs=runs, params=params))
+            kept[key].set_result(compute())
         except BaseException as err:
             kept[key].set_exception(err)
     return kept[key].result()

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from tracecore.figures._data import HEIGHT, WIDTH, byte_unit, empty_chart, inline, rows
 from tracecore.figures._views import run_view
+from tracecore.figures.holds import several_runs
 from tracecore.figures.options import FigureOptions, uses
 from tracecore.figures.registry import MS, Figure, Runs, longest_span_ns, nice_bin_ns
 from tracecore.figures.style import CATEGORICAL, pair_axes, runs_caption, short_runs, worker_key
@@ -21,11 +22,6 @@ from tracecore.figures.timeseries import TIME_TITLE, trim_idle
 
 if TYPE_CHECKING:
     import duckdb
-
-
-def several_runs(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
-    """Whether the selection holds two runs or more: a comparison needs them."""
-    return run_view(con, "run_bounds", runs=runs).num_rows > 1
 
 
 def flow_matrix_diff_chart(

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from tracecore.figures import collectives, confidence, gpu, timeseries, traffic, training
 from tracecore.figures._views import run_view
+from tracecore.figures.holds import has_collectives, has_rdma
 from tracecore.figures.options import FigureOptions, uses
 from tracecore.figures.style import short_runs
 from tracecore.query import run_sql
@@ -82,20 +83,6 @@ def longest_span_ns(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureO
     return max(
         hi - lo for lo, hi in zip(bounds["lo_ns"].to_pylist(), bounds["hi_ns"].to_pylist(), strict=True)
     )
-
-
-def _any_row(con: duckdb.DuckDBPyConnection, runs: Runs, sql: str) -> bool:
-    """Whether `sql` (a SELECT with a WHERE) finds a row of one of `runs` (None = all)."""
-    if runs is None:
-        return bool(con.execute(f"SELECT EXISTS ({sql})").fetchall()[0][0])
-    return bool(
-        con.execute(f"SELECT EXISTS ({sql} AND list_contains($runs, run))", {"runs": runs}).fetchall()[0][0]
-    )
-
-
-def has_rdma(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
-    """Whether any of `runs` (None = all) holds a RoCE packet: the report's RDMA section needs one."""
-    return _any_row(con, runs, "SELECT 1 FROM packets WHERE rdma_opcode IS NOT NULL")
 
 
 @uses("bin", "window", "links", "clock")
@@ -190,16 +177,6 @@ WHERE ($runs IS NULL OR list_contains($runs, run)) AND run NOT IN (SELECT run FR
     AND run IN (SELECT run FROM collectives WHERE start_ns IS NOT NULL)
 ORDER BY run, step
 """
-
-
-def has_nccl_logs(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
-    """Whether any of `runs` (None = all) has NCCL's INFO logs: the report's topology table needs them."""
-    return _any_row(con, runs, "SELECT 1 FROM nccl_ranks WHERE true")
-
-
-def has_collectives(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
-    """Whether any of `runs` (None = all) has a collective placed in time: the report's timeline needs one."""
-    return _any_row(con, runs, "SELECT 1 FROM collectives WHERE start_ns IS NOT NULL")
 
 
 def collective_timeline(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLevelMixin:
