@@ -45,6 +45,9 @@ class Section:
     figures: Callable[[Figure], bool]
     tables: tuple[Table, ...] = ()
     intro: str = ""
+    # views its figures read whole (no parameters), started with its tables when one of them is shown:
+    # before the figures' modules are imported, so the costliest scans overlap that import
+    reads: tuple[str, ...] = ()
 
 
 GPU_FIGURES = ("step_breakdown", "collective_timeline")
@@ -56,6 +59,7 @@ SECTIONS = (  # the report's order
         GPU_TABLES,
         "From the runs' PyTorch profiler traces, NCCL's profiler plugins and INFO logs, beside their "
         "captures: shown for the runs that have them.",
+        reads=("collective_wire", "collective_calls"),  # the collective timeline's
     ),
     Section("paper", "Figures of the paper", lambda fig: bool(fig.ref)),
     Section(
@@ -131,8 +135,11 @@ def _page(con: duckdb.DuckDBPyConnection, runs: Runs, source: str, progress: Pro
     results: dict[str, Any] = {}
     with _Builder(con) as builder:
         # the tables' views first: they need no Altair, which this thread imports meanwhile
-        for table in (t for section in SECTIONS for t in tables[section.id]):
-            builder.submit(f"table-{table.view}", _table_job(table.view, runs))
+        for section in SECTIONS:
+            for view in section.reads if tables[section.id] else ():
+                builder.submit(f"read-{view}", _table_job(view, runs, params=False))
+            for table in tables[section.id]:
+                builder.submit(f"table-{table.view}", _table_job(table.view, runs))
         from tracecore import figures
 
         shown = [
@@ -224,14 +231,16 @@ def _figure_job(name: str, runs: Runs) -> Callable[[duckdb.DuckDBPyConnection], 
     return build
 
 
-def _table_job(view: str, runs: Runs) -> Callable[[duckdb.DuckDBPyConnection], Any]:
+def _table_job(view: str, runs: Runs, params: bool = True) -> Callable[[duckdb.DuckDBPyConnection], Any]:
+    """A view's result for `runs`, with the parameters the figures give it (or none), kept for them."""
+
     def read(cursor: duckdb.DuckDBPyConnection) -> Any:
         from tracecore.figures._views import run_view
         from tracecore.figures.options import FigureOptions
         from tracecore.views import view_params
 
-        params = FigureOptions().view_params([p.name for p in view_params(view)])  # as the figures ask
-        return run_view(cursor, view, runs=runs, params=params)
+        declared = [p.name for p in view_params(view)] if params else []
+        return run_view(cursor, view, runs=runs, params=FigureOptions().view_params(declared) or None)
 
     return read
 
