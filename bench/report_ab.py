@@ -1,14 +1,15 @@
 """A/B of `tracecore report` between two builds, as whole processes, on one dataset.
 
-    python -m bench.report_ab [--base COMMIT] [--head COMMIT] [--data DATASET] [--reps 9]
+    python -m bench.report_ab [--base COMMIT] [--head COMMIT] [--data DATASET | --gpu-corpus] [--reps 9]
                               [--out bench/results/report-ab.md]
     python -m bench.report_ab --smoke --base HEAD --out DIR/report.md   # 1 round
 
 Why: the report's time is mostly fixed costs (imports, Altair's checks, vl-convert's JavaScript
 bundle), which only a whole process shows. `--base` (and `--head` when given; else the checkout as
 it is) is exported and byte-compiled as in `bench.ab_commits`, each side with a cache folder of its
-own. The dataset (default: the embedded sample's two runs, ingested once by this checkout) is the
-same for both. Each side's first run, with its cache still empty, is reported on its own, as a new
+own. The dataset (default: the embedded sample's two runs; `--gpu-corpus`: ../shared/corpus-gpu's
+runs of two and four workers with profiler traces; each ingested once by this checkout) is the same
+for both. Each side's first run, with its cache still empty, is reported on its own, as a new
 user's first report. Then `--reps` rounds follow, alternating which side goes first, with the cache
 as the first run left it, as every later report finds it. The two sides' pages are compared with
 the generation time blanked out.
@@ -41,6 +42,8 @@ from bench.ab_commits import (
     timed_run,
 )
 
+GPU_CORPUS = REPO.parent / "shared" / "corpus-gpu"
+GPU_RUNS = ("gpu-nccl-profilers", "gpu-nccl-4rank")  # runs of two and four workers with profiler traces
 DEFAULT_BASE = "d96d293"  # main before the report's checks and Vega bundle were made cheaper
 STAMP = re.compile(rb"generated \d{4}-\d\d-\d\d \d\d:\d\d UTC")
 
@@ -76,7 +79,13 @@ def run_ab(args: argparse.Namespace) -> dict:
             from tracecore.sample import sample_root
 
             data = tmp / "dataset"
-            ingest([sample_root()], data, jobs=1)
+            folders = [GPU_CORPUS / name for name in GPU_RUNS] if args.gpu_corpus else [sample_root()]
+            missing = [str(f) for f in folders if not f.is_dir()]
+            if missing:
+                raise SystemExit(f"no such folder: {', '.join(missing)}")
+            summary = ingest(folders, data, jobs=1)
+            if summary.failed:
+                raise SystemExit(f"ingest failed: {summary.failed}")
         first: dict[str, dict] = {}
         results: dict[str, list[dict]] = {side: [] for side in sides}
         order = []
@@ -102,7 +111,14 @@ def run_ab(args: argparse.Namespace) -> dict:
         "command": "python -m bench.report_ab " + shlex.join(args.argv),
         "base": {"ref": args.base, "commit": sides["base"][2]},
         "head": {"ref": args.head or "this checkout", "commit": sides["head"][2]},
-        "data": str(args.data or "the embedded sample's two runs"),
+        "data": str(
+            args.data
+            or (
+                f"the GPU corpus' three runs ({', '.join(GPU_RUNS)}), ingested here"
+                if args.gpu_corpus
+                else "the embedded sample's two runs"
+            )
+        ),
         "reps": args.reps,
         "order": order,
         "machine": {"cpu": _cpu_model(), "cpus": os.cpu_count()},
@@ -161,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", default=DEFAULT_BASE, help=f"commit to compare against [{DEFAULT_BASE}]")
     ap.add_argument("--head", help="commit to measure, exported as the base is [this checkout]")
     ap.add_argument("--data", type=Path, help="dataset [the embedded sample, ingested here]")
+    ap.add_argument(
+        "--gpu-corpus",
+        action="store_true",
+        help=f"ingest {', '.join(GPU_RUNS)} of {GPU_CORPUS} as the dataset",
+    )
     ap.add_argument("--reps", type=int, default=9, help="timed rounds after each side's first run [9]")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per run [600]")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "report-ab.md")
