@@ -42,11 +42,10 @@ IB_OPERATION_HEADERS: dict[int, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-def int64_ns(ns: int) -> int:
-    """A packet's time, which must fit int64 ns (the kernel refuses a later one as corrupt)."""
-    if ns > 2**63 - 1:
-        raise ValueError(f"timestamp {ns} ns past int64")
-    return ns
+def int64_ns(ns: int, previous: int) -> int:
+    """A packet's time where it fits int64 ns, else the previous packet's (the reader's rule for a
+    pcapng clock past 2262, as for a simple packet block)."""
+    return ns if ns <= 2**63 - 1 else previous
 
 
 @dataclass
@@ -183,7 +182,7 @@ def _walk_pcapng(path: object, data: bytes, out: list[Record], warnings: list[st
                 if orig == 0:
                     raise ValueError("original length 0")
                 iface = ifaces[ifid]
-                last_ts = int64_ns(iface.tsres.to_ns((hi << 32) | lo))
+                last_ts = int64_ns(iface.tsres.to_ns((hi << 32) | lo), last_ts)
                 out.append(Record(last_ts, orig, cap, ifid, iface.link_type, body[start : start + cap], pos))
             elif btype == 3:
                 if not ifaces:

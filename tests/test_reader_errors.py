@@ -257,27 +257,36 @@ def pcapng(tsresol: int | None, stamps: list[int], offset_s: int = 0) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("tsresol", "last_good", "too_late"),
+    ("tsresol", "last_good", "too_late", "unit"),
     [
-        (0, (2**63 - 1) // 10**9, 2**64 - 1),  # seconds: the issue's ts_ns −1e9
-        (6, (2**63 - 1) // 10**3, 2**64 - 1),  # µs (the default): the issue's −1000
-        (9, 2**63 - 1, 2**63),  # ns: one past int64
-        (0x80 | 10, ((2**63 - 1) // 10**9) << 10, 2**64 - 1),  # 2^-10 s units
+        (0, (2**63 - 1) // 10**9, 2**64 - 1, 10**9),  # seconds: the issue's ts_ns −1e9
+        (6, (2**63 - 1) // 10**3, 2**64 - 1, 10**3),  # µs (the default): the issue's −1000
+        (9, 2**63 - 1, 2**63, 1),  # ns: one past int64
+        (0x80 | 10, ((2**63 - 1) // 10**9) << 10, 2**64 - 1, None),  # 2^-10 s units
     ],
 )
-def test_pcapng_timestamps_past_int64_ns_are_refused(
-    tmp_path: Path, tsresol: int, last_good: int, too_late: int
+def test_pcapng_timestamps_past_int64_ns_carry_the_previous_time(
+    tmp_path: Path, tsresol: int, last_good: int, too_late: int, unit: int | None
 ) -> None:
-    """Before: they wrapped silently (2^64−1 s became ts_ns −1e9, 1969). The packets before stay."""
+    """Before: they wrapped silently (2^64−1 s became ts_ns −1e9, 1969); then they stopped the read,
+    losing every packet after them. Now the packet is kept with the previous packet's time, as a simple
+    packet block, counted in one warning, and the read goes on."""
     path = tmp_path / "late.pcapng"
-    path.write_bytes(pcapng(tsresol, [1, last_good, too_late, 5]))
-    batches, _, error = collect(path)
-    assert isinstance(error, CaptureError)
-    assert "timestamp lies past 2262, beyond int64 nanoseconds" in str(error)
-    assert error.packets_read == 2
+    path.write_bytes(pcapng(tsresol, [1, last_good, too_late, too_late, 5]))
+    batches, reader, error = collect(path)
+    assert error is None, error
     stamps = [row["ts_ns"] for row in rows_of(batches)]
+    assert len(stamps) == 5
     assert stamps[1] > 9_200_000_000_000_000_000  # the last representable second (or ns) is kept exact
+    assert stamps[2] == stamps[3] == stamps[1]
+    if unit:
+        assert (stamps[0], stamps[4]) == (unit, 5 * unit)
     assert all(ts >= 0 for ts in stamps)
+    assert reader.stats.late_timestamps == 2
+    assert reader.warnings == [
+        f"{path}: 2 pcapng packet blocks with a time past 2262, beyond int64 nanoseconds (a bogus clock): "
+        "kept with the previous packet's time"
+    ]
 
 
 def test_an_interface_offset_past_int64_ns_is_refused(tmp_path: Path) -> None:
@@ -288,30 +297,31 @@ def test_an_interface_offset_past_int64_ns_is_refused(tmp_path: Path) -> None:
     assert "if_tsoffset 4611686018427387904 s is not representable" in str(error)
 
 
-def test_read_says_which_packet_is_too_late(tmp_path: Path) -> None:
+def test_read_keeps_a_packet_that_is_too_late_and_says_so(tmp_path: Path) -> None:
     from tests.commands import tracecore
 
     path = tmp_path / "late.pcapng"
-    path.write_bytes(pcapng(0, [1_700_000_000, 2**64 - 1]))
+    path.write_bytes(pcapng(0, [1_700_000_000, 2**64 - 1, 1_700_000_001]))
     res = tracecore("read", str(path), "--format", "csv")
-    assert res.returncode == 3, res.stderr
-    assert res.stdout.count("\n") == 2  # the header and the good packet
+    assert res.returncode == 0, res.stderr
+    times = [line.split(",")[0] for line in res.stdout.splitlines()[1:]]
+    assert times == ["1700000000000000000", "1700000000000000000", "1700000001000000000"]
     assert res.stderr.splitlines() == [
-        f"Error: {path}: corrupt pcapng packet block: its timestamp lies past 2262, beyond int64 "
-        "nanoseconds at byte offset 152"  # SHB 28 + IDB 32 + the first EPB 92 bytes
+        f"Warning: {path}: 1 pcapng packet block with a time past 2262, beyond int64 nanoseconds (a bogus "
+        "clock): kept with the previous packet's time"
     ]
 
 
 def test_a_negative_offset_brings_a_late_counter_back(tmp_path: Path) -> None:
     """The check is on the time with the interface's if_tsoffset, exactly: a counter past 2262 that a
-    negative offset brings back is read, not refused."""
+    negative offset brings back is read, not carried."""
     late = (2**63 - 1) // 10**9 + 5  # seconds: 5 s past int64 ns
     path = tmp_path / "offset.pcapng"
     path.write_bytes(pcapng(0, [late, late + 11], offset_s=-10))
-    batches, _, error = collect(path)
-    assert [row["ts_ns"] for row in rows_of(batches)] == [(late - 10) * 10**9]
-    assert isinstance(error, CaptureError)
-    assert error.packets_read == 1
+    batches, reader, error = collect(path)
+    assert error is None, error
+    assert [row["ts_ns"] for row in rows_of(batches)] == [(late - 10) * 10**9] * 2
+    assert reader.stats.late_timestamps == 1
 
 
 def test_zero_filled_records_stop_the_read_as_corrupt(tmp_path: Path, corpus_dir: Path) -> None:

@@ -36,7 +36,8 @@ Semantics, where a choice had to be made:
   falls back to the frame length on the wire.
 * Timestamps: sec * 1e9 + subsec * (1000 or 1) even when the sub-second field is out of
   range (tshark wraps such values in 32 bits). pcapng Simple Packet Blocks have no
-  timestamp: they carry the previous packet's. Times outside int64 ns wrap.
+  timestamp: they carry the previous packet's, and so do pcapng packet blocks whose time lies past
+  int64 ns (after 2262; counted in `stats.late_timestamps` and one warning).
 * Errors are `CaptureError`s naming the file and byte offset, raised after every batch of
   good packets before the problem; a cut-off last record is a warning.
 """

@@ -25,7 +25,8 @@ SPB = 5  # simple packet blocks read
 CAPBYTES = 6  # sum of cap_len
 ERR_VALUE = 7  # the offending value of a corrupt record
 LAYERS = 8  # the validity bits (V_RDMA, V_TUNNEL, …) of the current batch's RoCE/tunnel rows, OR-ed
-NSTATE = 9
+LATE = 9  # pcapng packet blocks whose time lies past int64 ns (they carry the previous packet's time)
+NSTATE = 10
 
 # Column rows of the kernel's arrays (kernel._store writes them, batch.Columns converts them).
 # c8: per packet the first four rows; the RDMA rows only where V_RDMA is set, the tunnel rows only where
@@ -88,7 +89,6 @@ ERR_SHORTBLOCK = 4  # pcapng packet block too short for its fixed fields
 ERR_IFACE = 5  # packet for an interface not declared in its section
 ERR_OVERRUN = 6  # captured length overruns the block
 ERR_NOIFACE = 7  # simple packet block before any IDB
-ERR_TIMESTAMP = 8  # pcapng timestamp past what int64 ns hold
 ERR_ZEROLEN = 9  # a packet whose original length is 0: zero-filled or garbage data, no real packet
 
 ERR_MESSAGES = {
@@ -99,6 +99,5 @@ ERR_MESSAGES = {
     ERR_IFACE: "corrupt pcapng packet block: interface {} not declared in this section",
     ERR_OVERRUN: "corrupt pcapng packet block: captured length {} overruns the block",
     ERR_NOIFACE: "pcapng simple packet block before any interface description ({})",
-    ERR_TIMESTAMP: "corrupt pcapng packet block: its timestamp lies past 2262, beyond int64 nanoseconds",
     ERR_ZEROLEN: "corrupt record: original length 0, which no real packet has (zero-filled or garbage data)",
 }

@@ -33,6 +33,7 @@ class ReaderStats:
     file_bytes: int = 0  # container bytes walked (decompressed)
     undecoded_link_frames: dict[int, int] = field(default_factory=dict)  # link type → frames (null IP)
     simple_packet_blocks: int = 0  # pcapng SPBs: no timestamp (see CaptureReader)
+    late_timestamps: int = 0  # pcapng packet blocks whose time lies past int64 ns (see CaptureReader)
     sections: int = 0
     interfaces: int = 0
     formats: set[str] = field(default_factory=set)  # e.g. {"pcap-le-us"} or {"pcapng-le", "gzip"}
@@ -61,7 +62,10 @@ class CaptureReader:
 
     pcapng Simple Packet Blocks carry no timestamp: they get the timestamp of the packet
     before them in the file (0 when there is none), so time stays monotone for analysis;
-    `stats.simple_packet_blocks` counts them. Their interface is 0, as the format says.
+    `stats.simple_packet_blocks` counts them. Their interface is 0, as the format says. A packet
+    block whose time lies past int64 nanoseconds (after 2262: a bogus clock, as in PcapPlusPlus'
+    pcapng-example.pcapng) is kept the same way, with the previous packet's time, counted in
+    `stats.late_timestamps` and one warning: it is a packet, and the ones after it are good.
 
     UDP destination port 4791 is RoCEv2 (whatever the source port), 6081 Geneve, and `vxlan_ports`
     (default 4789 and 8472) VXLAN; RoCE packets and tunnels whose headers the capture cut short
@@ -216,7 +220,8 @@ class CaptureReader:
         """Move the kernel's per-file counters to `stats` (every batch has been flushed)."""
         self.stats.bytes += int(st[abi.CAPBYTES])
         self.stats.simple_packet_blocks += int(st[abi.SPB])
-        for slot in (abi.CAPBYTES, abi.SPB):
+        self.stats.late_timestamps += int(st[abi.LATE])
+        for slot in (abi.CAPBYTES, abi.SPB, abi.LATE):
             st[slot] = 0
 
     def _summarise(self) -> None:
@@ -247,6 +252,12 @@ class CaptureReader:
             self.warnings.append(
                 f"{self.path}: {s.simple_packet_blocks} pcapng simple packet blocks have no timestamp: "
                 "they carry the previous packet's time"
+            )
+        if s.late_timestamps:
+            self.warnings.append(
+                f"{self.path}: {s.late_timestamps} pcapng packet block{'s' if s.late_timestamps > 1 else ''}"
+                " with a time past 2262, beyond int64 nanoseconds (a bogus clock): kept with the previous"
+                " packet's time"
             )
 
     # -- classic pcap ------------------------------------------------------------------------

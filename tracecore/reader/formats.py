@@ -81,7 +81,8 @@ class TsRes:
     @property
     def max_units(self) -> int:
         """The largest counter (0 to 2^64 − 1) whose time fits int64 ns; why: the kernel multiplies in
-        int64, so a later one (past 2262) would wrap to a time in the past, and it refuses those."""
+        int64, so a later one (past 2262) would wrap to a time in the past: it gives those the previous
+        packet's time instead."""
         lo, hi = -1, 2**64 - 1  # to_ns is monotone: the last counter at or below the limit
         while lo < hi:
             mid = (lo + hi + 1) // 2

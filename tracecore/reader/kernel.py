@@ -40,7 +40,6 @@ from tracecore.reader.abi import (
     ERR_NOIFACE,
     ERR_OVERRUN,
     ERR_SHORTBLOCK,
-    ERR_TIMESTAMP,
     ERR_TRAILER,
     ERR_VALUE,
     ERR_ZEROLEN,
@@ -58,6 +57,7 @@ from tracecore.reader.abi import (
     L4_LEN,
     L_WSCALE,
     LAST_TS,
+    LATE,
     LAYERS,
     NSTATE,
     NUNIQ,
@@ -1064,7 +1064,8 @@ def pcapng_blocks(
     """pcapng blocks of one section from `pos`; ifs rows: link, snaplen, ts kind, factor, offset, and
     the largest timestamp counter whose time fits int64 ns (as uint64 bits: formats.max_units).
 
-    Chunks and counters as in `pcap_records`.
+    Chunks and counters as in `pcap_records`. A packet block whose time lies past int64 ns (its product
+    would wrap) is kept with the previous packet's time, as a simple packet block, and counted in st[LATE].
     """
     end = buf.shape[0]
     n = st[N]
@@ -1072,6 +1073,7 @@ def pcapng_blocks(
     capbytes = 0
     unsupported = 0
     spb = 0
+    late = 0
     status = np.int64(ST_FULL)
     cols = (ts_col, c32f, c16f, c8, c16, c32, keys, vx)
     while status == ST_FULL:
@@ -1123,9 +1125,9 @@ def pcapng_blocks(
                     break
                 t = (_u32(buf, pos + 12, big) << 32) | _u32(buf, pos + 16, big)
                 if U64(t) > U64(ifs[ifid, 5]):  # past int64 ns: the product would wrap
-                    status = _corrupt(st, ERR_TIMESTAMP, t)
-                    break
-                ts = _ts_ns(t, ifs[ifid, 2], ifs[ifid, 3], ifs[ifid, 4])
+                    late += 1  # the previous packet's time
+                else:
+                    ts = _ts_ns(t, ifs[ifid, 2], ifs[ifid, 3], ifs[ifid, 4])
                 known, npend = _row(buf, pos + 28, cap, orig, ts, ifid, ifs[ifid, 0], n, first, cols, npend)
                 if not known:
                     unsupported += 1
@@ -1161,6 +1163,7 @@ def pcapng_blocks(
     st[CAPBYTES] += capbytes
     st[UNSUPPORTED] += unsupported
     st[SPB] += spb
+    st[LATE] += late
     return status, pos
 
 
