@@ -31,36 +31,8 @@
 --   ok                     lead_ns ≤ error_ns
 --   message                one line for a person: what failed, by how much, and what it means
 CREATE OR REPLACE MACRO collective_clock_check(runs := NULL, err_ns := NULL) AS TABLE
-WITH
-wire AS (
-    SELECT * FROM collective_wire(runs := runs, err_ns := err_ns)
-    WHERE bulk_start_ns IS NOT NULL AND message_bytes >= 65536
-),
-leads AS (
-    SELECT run, source, src_file AS file, src_rank AS rank, any_value(src_worker) AS worker, count(DISTINCT seq) AS checked,
-           arg_max(seq, sender_start_ns - bulk_start_ns) AS worst_seq,
-           arg_max(op, sender_start_ns - bulk_start_ns) AS worst_op,
-           max(sender_start_ns - bulk_start_ns) AS lead_ns
-    FROM wire
-    GROUP BY run, source, src_file, src_rank
-),
-stated AS (
-    SELECT l.*, k.method, coalesce(err_ns, k.error_ns, 1000000) AS error_ns
-    FROM leads AS l
-    LEFT JOIN collective_clocks AS k ON k.run = l.run AND k.source = l.source AND k.file = l.file
-)
-SELECT run, source, file, rank, worker, method, error_ns, checked, worst_seq, worst_op, lead_ns,
-       lead_ns <= error_ns AS ok,
-       CASE
-           WHEN lead_ns <= error_ns THEN
-               printf('%s rank %d (%s): clock agrees with the capture (first bytes at most %.3f ms before a start; %.3f ms allowed)',
-                      file, rank, coalesce(worker, '?'), greatest(lead_ns, 0) / 1e6, error_ns / 1e6)
-           ELSE
-               printf('%s rank %d (%s): the bytes of %s #%d left %.3f ms before the collective''s recorded start, more than the %.3f ms its clock mapping (%s) allows: this file''s clock is off from the capture''s (or another rank''s is, pulling the instance''s start early)',
-                      file, rank, coalesce(worker, '?'), worst_op, worst_seq, lead_ns / 1e6, error_ns / 1e6,
-                      coalesce(method, 'unknown'))
-       END AS message
-FROM stated
+WITH checked_wire AS MATERIALIZED (SELECT * FROM collective_wire(runs := runs, err_ns := err_ns))
+SELECT * FROM collective_clock_check_of(wire := 'checked_wire', runs := runs, err_ns := err_ns)
 ORDER BY run, source, file, rank;
 
 CREATE OR REPLACE VIEW collective_clock_check AS SELECT * FROM collective_clock_check();

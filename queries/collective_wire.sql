@@ -103,7 +103,8 @@ links AS (
 ),
 pairs AS (SELECT DISTINCT run, src_ip, dst_ip FROM links),
 conn_bytes AS (
-    SELECT p.run, p.src_ip, p.dst_ip, p.src_port, p.dst_port, sum(p.l4_payload_len) AS payload
+    SELECT p.run, p.src_ip, p.dst_ip, p.src_port, p.dst_port, sum(p.l4_payload_len) AS payload,
+           count(*) FILTER (WHERE p.tcp_seq IS NULL) AS unnumbered
     FROM packets AS p
     JOIN pairs AS k ON k.run = p.run AND k.src_ip = p.src_ip AND k.dst_ip = p.dst_ip
     WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.ip_proto = 6 AND p.l4_payload_len > 0
@@ -116,11 +117,10 @@ data_conns AS (  -- one integer key per directed connection (the views group on 
     WHERE payload >= min_conn_share * top
 ),
 segments AS (  -- the data connections' segments, each sequence number's signed 32-bit step from the last
-    SELECT c.run, c.conn, p.ts_ns, p.frame_len, p.l4_payload_len AS len, p.tcp_seq AS sq,
+    SELECT c.run, c.conn, c.unnumbered, p.ts_ns, p.frame_len, p.l4_payload_len AS len, p.tcp_seq AS sq,
            (p.tcp_seq::BIGINT - coalesce(lag(p.tcp_seq) OVER w, p.tcp_seq)::BIGINT + 6442450944) % 4294967296
                - 2147483648 AS step,
-           sum(p.l4_payload_len) OVER (w ROWS UNBOUNDED PRECEDING) - p.l4_payload_len AS paid,
-           count(*) FILTER (WHERE p.tcp_seq IS NULL) OVER (PARTITION BY c.conn) AS unnumbered
+           (sum(p.l4_payload_len) OVER (w ROWS UNBOUNDED PRECEDING) - p.l4_payload_len)::BIGINT AS paid
     FROM packets AS p
     JOIN data_conns AS c
         ON c.run = p.run AND c.src_ip = p.src_ip AND c.dst_ip = p.dst_ip AND c.src_port = p.src_port
@@ -132,11 +132,11 @@ placed AS (  -- each segment's offset in its connection's byte stream: its seque
              -- steps' running sum: any order of one instant's segments gives the same), so a re-sent
              -- segment keeps its bytes' place; the payload sent before it where the capture has no
              -- sequence numbers (part files read before schema version 5)
-    SELECT run, conn, ts_ns, frame_len, len, pos - min(pos) OVER (PARTITION BY conn) AS off
+    SELECT run, conn, ts_ns, frame_len, len, (pos - min(pos) OVER (PARTITION BY conn))::BIGINT AS off
     FROM (
         SELECT *, CASE WHEN unnumbered = 0
                        THEN sum(step) OVER (PARTITION BY conn ORDER BY ts_ns, sq, len, frame_len ROWS UNBOUNDED PRECEDING)
-                       ELSE paid END AS pos
+                       ELSE paid END::BIGINT AS pos
         FROM segments
     )
 ),

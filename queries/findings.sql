@@ -84,12 +84,15 @@ chosen AS MATERIALIZED (
     FROM run_meta
     WHERE runs IS NULL OR list_contains(runs, run)
 ),
+findings_wire AS MATERIALIZED (  -- the collectives on the wire, once for the three views that judge them
+    SELECT * FROM collective_wire(runs := runs, idle_ns := idle_ns)
+),
 verdicts AS MATERIALIZED (
     SELECT *
-    FROM collective_verdicts(runs := runs, straggler_share := straggler_share, min_late_ns := min_late_ns,
-                             latency_bytes := latency_bytes, slow_link_share := slow_link_share,
-                             busy_share := busy_share, peak_share := peak_share, slow_factor := slow_factor,
-                             retrans_share := retrans_share, idle_ns := idle_ns)
+    FROM collective_verdicts_of(wire := 'findings_wire', runs := runs, straggler_share := straggler_share,
+                                min_late_ns := min_late_ns, latency_bytes := latency_bytes,
+                                slow_link_share := slow_link_share, busy_share := busy_share,
+                                peak_share := peak_share, slow_factor := slow_factor, retrans_share := retrans_share)
 ),
 primary_source AS (
     SELECT run, source, n
@@ -304,7 +307,7 @@ clock AS (
     SELECT k.run, 'problem' AS severity, 'clock' AS finding, printf('%s rank %d', k.source, k.rank) AS subject,
            NULL::BIGINT AS cost_ns, k.message AS claim,
            'tracecore query collective_clock_check --run ' || c.q AS evidence
-    FROM collective_clock_check(runs := runs) AS k JOIN chosen AS c USING (run)
+    FROM collective_clock_check_of(wire := 'findings_wire', runs := runs) AS k JOIN chosen AS c USING (run)
     WHERE NOT k.ok
 ),
 captured AS (
@@ -334,7 +337,7 @@ unexplained AS (
                   u.src_worker, u.dst_worker, 100 * (1 - u.matched_share), u.source,
                   format('{:,}', u.payload_bytes - u.matched_bytes), format('{:,}', u.payload_bytes)) AS claim,
            'tracecore query collective_coverage --run ' || c.q AS evidence
-    FROM collective_coverage(runs := runs) AS u
+    FROM collective_coverage_of(wire := 'findings_wire', runs := runs) AS u
     JOIN primary_source AS p USING (run, source)
     JOIN chosen AS c USING (run)
     WHERE u.matched_share < coverage_min

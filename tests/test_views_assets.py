@@ -14,8 +14,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 BUILDING_BLOCKS = (
     "collective_calls",
+    "collective_clock_check_of",
+    "collective_coverage_of",
     "collective_links",
     "collective_rank_workers",
+    "collective_verdicts_of",
     "grid_check",
     "grid_rows",
     "link_ci",

@@ -1,0 +1,152 @@
+-- collective_verdicts' rules over the rows of collective_wire that a query names: the verdicts of rows
+-- computed once and judged by several views (findings), or of the whole collective_wire view.
+-- Kind: building block
+-- Partition: run
+--
+-- `wire` names a table, view or common table expression of the calling query with collective_wire's
+-- columns (DuckDB's query_table); collective_verdicts computes it for its runs and calls this. The
+-- rules, parameters and columns are collective_verdicts'.
+--
+-- Parameters:
+--   wire    the name of collective_wire's rows (default: the view collective_wire, every run)
+--   runs, straggler_share, min_late_ns, latency_bytes, slow_link_share, busy_share, peak_share,
+--   slow_factor, retrans_share   as collective_verdicts'
+-- Columns: as collective_verdicts'
+CREATE OR REPLACE MACRO collective_verdicts_of(wire := 'collective_wire', runs := NULL, straggler_share := 0.5, min_late_ns := 1000000,
+    latency_bytes := 65536, slow_link_share := 0.5, busy_share := 0.7, peak_share := 0.7, slow_factor := 1.5,
+    retrans_share := 0.005) AS TABLE
+WITH
+calls AS (
+    SELECT run, source, comm, seq, op, bytes, step, rank, worker,
+           start_ns - coalesce(clock_offset_ns, 0) AS t0, end_ns - coalesce(clock_offset_ns, 0) AS t1
+    FROM collective_calls
+    WHERE (runs IS NULL OR list_contains(runs, run)) AND start_ns IS NOT NULL
+),
+instances AS (
+    SELECT run, source, comm, seq, any_value(op) AS op, any_value(bytes) AS bytes, any_value(step) AS step,
+           count(*) AS ranks, min(t0) AS start_ns, max(t1) AS end_ns, max(t0) AS last_start_ns,
+           arg_max(rank, t0) AS late_rank, arg_max(worker, t0) AS late_worker,
+           -- the others: every start but the last, sorted; their median
+           list_aggregate(list_slice(list_sort(list(t0)), 1, count(*) - 1), 'median') AS others_start
+    FROM calls
+    GROUP BY run, source, comm, seq
+),
+wire_rows AS (  -- the collectives on the wire, as collective_wire has them
+    SELECT run, source, comm, seq, src_worker, dst_worker, start_ns, end_ns, frames, bytes, resent_frames,
+           resent_bytes, busy_ns, gbps
+    FROM query_table(wire)
+    WHERE runs IS NULL OR list_contains(runs, run)
+),
+rated AS (  -- the links that carried the message, with their peak over the run's collectives
+    SELECT *, max(gbps) OVER (PARTITION BY run, source, src_worker, dst_worker) AS peak_gbps
+    FROM wire_rows
+    WHERE bytes >= latency_bytes AND busy_ns > 0
+),
+slowest AS (
+    SELECT r.run, r.source, r.comm, r.seq, r.src_worker, r.dst_worker, r.bytes, r.busy_ns, r.gbps, r.peak_gbps,
+           (SELECT median(o.gbps) FROM rated AS o
+            WHERE o.run = r.run AND o.source = r.source AND o.comm IS NOT DISTINCT FROM r.comm AND o.seq = r.seq
+                  AND (o.src_worker, o.dst_worker) <> (r.src_worker, r.dst_worker)) AS others_gbps
+    FROM (SELECT *, row_number() OVER (PARTITION BY run, source, comm, seq ORDER BY gbps, src_worker, dst_worker) AS k
+          FROM rated) AS r
+    WHERE k = 1
+),
+busiest AS (
+    SELECT run, source, comm, seq, src_worker, dst_worker, bytes, busy_ns, gbps, peak_gbps
+    FROM (SELECT *, row_number() OVER (PARTITION BY run, source, comm, seq
+                                       ORDER BY busy_ns DESC, src_worker, dst_worker) AS k
+          FROM rated)
+    WHERE k = 1
+),
+lost AS (
+    SELECT run, source, comm, seq, sum(frames) AS frames, sum(resent_frames) AS retransmissions,
+           sum(resent_bytes)::BIGINT AS retransmitted_bytes, count(*) AS links
+    FROM wire_rows
+    GROUP BY run, source, comm, seq
+),
+judged AS (
+    SELECT i.*, i.end_ns - i.start_ns AS duration_ns, i.last_start_ns - i.start_ns AS spread_ns,
+           CASE WHEN i.ranks > 1 THEN (i.last_start_ns - i.others_start)::BIGINT END AS late_ns,
+           i.end_ns - i.last_start_ns AS joined_ns,
+           l.links IS NOT NULL AS on_wire, coalesce(l.frames, 0) AS frames,
+           coalesce(l.retransmissions, 0) AS retransmissions,
+           coalesce(l.retransmitted_bytes, 0) AS retransmitted_bytes,
+           s.src_worker AS slow_src, s.dst_worker AS slow_dst, s.bytes AS slow_bytes, s.busy_ns AS slow_busy_ns,
+           s.gbps AS slow_gbps, s.others_gbps, s.peak_gbps AS slow_peak_gbps,
+           b.src_worker AS busy_src, b.dst_worker AS busy_dst, b.bytes AS busy_bytes, b.busy_ns AS busy_busy_ns,
+           b.gbps AS busy_gbps, b.peak_gbps AS busy_peak_gbps
+    FROM instances AS i
+    LEFT JOIN lost AS l ON l.run = i.run AND l.source = i.source AND l.comm IS NOT DISTINCT FROM i.comm AND l.seq = i.seq
+    LEFT JOIN slowest AS s ON s.run = i.run AND s.source = i.source AND s.comm IS NOT DISTINCT FROM i.comm AND s.seq = i.seq
+    LEFT JOIN busiest AS b ON b.run = i.run AND b.source = i.source AND b.comm IS NOT DISTINCT FROM i.comm AND b.seq = i.seq
+),
+referenced AS (
+    SELECT *,
+           coalesce(
+               median(joined_ns) FILTER (WHERE retransmissions < retrans_share * frames OR retransmissions = 0)
+                   OVER kind,
+               median(joined_ns) OVER kind
+           ) AS reference_joined_ns
+    FROM judged
+    WINDOW kind AS (PARTITION BY run, source, op, bytes)
+),
+ruled AS (
+    SELECT *,
+           CASE
+               WHEN late_ns >= min_late_ns AND spread_ns >= straggler_share * duration_ns THEN 'late rank'
+               WHEN retransmissions > 0 AND retransmissions >= retrans_share * frames
+                    AND joined_ns >= slow_factor * reference_joined_ns THEN 'retransmitting'
+               WHEN bytes < latency_bytes THEN 'small message'
+               WHEN NOT on_wire THEN 'no packets'
+               WHEN slow_gbps <= slow_link_share * others_gbps THEN 'slow link'
+               WHEN busy_busy_ns >= busy_share * joined_ns AND busy_gbps >= peak_share * busy_peak_gbps THEN 'saturated'
+               ELSE 'wire idle'
+           END AS rule
+    FROM referenced
+),
+linked AS (
+    SELECT *,
+           CASE WHEN rule = 'slow link' THEN slow_src ELSE busy_src END AS link_src,
+           CASE WHEN rule = 'slow link' THEN slow_dst ELSE busy_dst END AS link_dst,
+           CASE WHEN rule = 'slow link' THEN slow_bytes ELSE busy_bytes END AS link_bytes,
+           CASE WHEN rule = 'slow link' THEN slow_busy_ns ELSE busy_busy_ns END AS link_busy_ns,
+           CASE WHEN rule = 'slow link' THEN slow_gbps ELSE busy_gbps END AS link_gbps,
+           CASE WHEN rule = 'slow link' THEN slow_peak_gbps ELSE busy_peak_gbps END AS link_peak_gbps
+    FROM ruled
+)
+SELECT run, source, comm, seq, op, step, bytes, ranks, start_ns, end_ns, duration_ns, spread_ns, late_rank,
+       late_worker, late_ns, joined_ns, link_src, link_dst, link_bytes::BIGINT AS link_bytes, link_busy_ns,
+       link_busy_ns / nullif(joined_ns, 0) AS link_busy_share, link_gbps, others_gbps, link_peak_gbps,
+       frames, retransmissions, retransmitted_bytes, reference_joined_ns::BIGINT AS reference_joined_ns,
+       CASE rule
+           WHEN 'late rank' THEN 'straggler'
+           WHEN 'retransmitting' THEN 'network'
+           WHEN 'small message' THEN 'latency'
+           WHEN 'slow link' THEN 'network'
+           WHEN 'saturated' THEN 'network'
+           WHEN 'wire idle' THEN 'compute/launch'
+       END AS verdict,
+       rule,
+       CASE rule
+           WHEN 'late rank' THEN printf('the ranks started over %.1f of its %.1f ms, rank %d (%s) last, %.1f ms after the others'' median start',
+                                        spread_ns / 1e6, duration_ns / 1e6, late_rank, coalesce(late_worker, '?'), late_ns / 1e6)
+           WHEN 'retransmitting' THEN printf('%d of its %d frames retransmitted on its links (%s B); %.1f ms with every rank in, %.1fx the %.1f ms of clean ones',
+                                             retransmissions, frames, format('{:,}', retransmitted_bytes), joined_ns / 1e6,
+                                             joined_ns / reference_joined_ns, reference_joined_ns / 1e6)
+           WHEN 'small message' THEN printf('%d B message: %.2f ms of per-message overheads', bytes, duration_ns / 1e6)
+           WHEN 'no packets' THEN 'no packets of its links were captured: the wire cannot be judged'
+           WHEN 'slow link' THEN printf('%s→%s ran at %.3g Gbit/s while busy, %.0f%% of the other links'' %.3g Gbit/s',
+                                        link_src, link_dst, link_gbps, 100 * link_gbps / others_gbps, others_gbps)
+           WHEN 'saturated' THEN printf('%s→%s busy %.0f%% of the %.1f ms with every rank in, at %.3g Gbit/s (its peak %.3g)',
+                                        link_src, link_dst, 100 * link_busy_ns / joined_ns, joined_ns / 1e6, link_gbps,
+                                        link_peak_gbps)
+           ELSE printf('the busiest link %s→%s was busy %.1f of the %.1f ms with every rank in',
+                       coalesce(link_src, '?'), coalesce(link_dst, '?'), coalesce(link_busy_ns, 0) / 1e6, joined_ns / 1e6)
+       END AS reason
+FROM linked
+ORDER BY run, source, comm, seq;
+
+
+CREATE OR REPLACE VIEW collective_verdicts_of AS
+WITH every_collective_on_the_wire AS (SELECT * FROM collective_wire)
+SELECT * FROM collective_verdicts_of(wire := 'every_collective_on_the_wire');
