@@ -50,13 +50,14 @@ def listing(rows: list[ViewListing], width: int | None) -> str:
 
 
 def description(view: ViewDescription) -> str:
-    """`query NAME --describe`: purpose, kind, where it runs, parameters with defaults, columns with units."""
+    """`query NAME --describe`: purpose, kind, where it runs, its rules, parameters with defaults, columns."""
     defaults = ", ".join(f"{p.name} := {p.default}" for p in view.params) or "none"
     parameters = [f"Parameters ({defaults}):", *view.parameters] if view.params else ["Parameters: none"]
     return "\n".join(
         [
             f"{view.name} ({view.kind}): {view.purpose}",
             f"On a Dask cluster (--scheduler): {view.on_cluster}",
+            *(["Rules:", *view.rules] if view.rules else []),
             *parameters,
             "Columns:",
             *view.columns,

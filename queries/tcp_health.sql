@@ -9,21 +9,40 @@
 -- whose header the capture holds (tcp_window not NULL; a first IP fragment counts with payload 0, as
 -- tshark without reassembly). A run with part files read before schema version 5 (`_files.read_version`:
 -- no TCP sequence numbers, acknowledgments or windows were stored) is refused in one line naming
--- `tracecore ingest --force`, not answered with no flows. Packets of a flow are taken in time order (ts_ns, then
--- tcp_seq, tcp_ack); sequence numbers are unwrapped across 2^32 by summing the signed 32-bit steps
--- between consecutive packets, so flows of any length work. The rules are tshark 4.0's
--- `tcp.analysis.*` (tests/test_views_tcp_health.py compares them frame by frame):
---   a segment occupies its payload plus 1 for SYN and for FIN; `next` is the highest sequence end the
---   flow sent before it.
---   out_of_order     a segment that starts below `next`, sent less than the connection's handshake
---                    RTT (SYN to the first ACK after it; ooo_ns where no handshake was captured)
---                    after the packet that set `next`, and not ending exactly at `next` (tshark:
---                    tcp.analysis.out_of_order, with its thresholds), unless a fast retransmission:
---                    at the sequence number of ≥ 2 duplicate ACKs of the reverse flow, the last
---                    < 20 ms before it
---   retransmissions  every other segment that starts below `next`, keep-alives (≤ 1 byte at next − 1,
---                    no SYN/FIN/RST) excepted (tshark: retransmission, fast_retransmission and
---                    spurious_retransmission together)
+-- `tracecore ingest --force`, not answered with no flows. Sequence numbers are unwrapped across 2^32
+-- by summing the signed 32-bit steps between a flow's packets, so flows of any length work; a flow's
+-- packets are then taken in time order, packets of one timestamp by unwrapped sequence number (then
+-- length, acknowledgment, flags, window: one order, so the answer is the same on any number of
+-- threads). "The reverse flow's last packet" before a packet is its last of an earlier timestamp.
+-- What one direction can count: the paper's captures are sender-side (each worker captures what
+-- it sends), so a flow's data and its ACKs are in different workers' files, and a run captured on
+-- only some hosts has flows whose reverse is missing (reverse_seen false). From its own packets a
+-- flow gets retransmissions, out_of_order, dup_acks and zero_window of the packets it sends (a
+-- receiver's dup ACKs and zero windows are counted on its ACK flow, the reverse of the data flow);
+-- spurious retransmissions, fast retransmissions, window_full and the RTT need the reverse flow
+-- (without it a re-sent segment is a retransmission or out-of-order, RTT NULL, window_full 0). When
+-- the two directions come from two hosts, RTT includes the offset between their clocks
+-- (collective_clock_check, run.toml's clock offsets). TCP inside tunnels (VXLAN, Geneve, 6in4,
+-- L2TP) is not seen: the TCP header columns are the outermost packet's.
+--
+-- Rules: tshark 4.0's `tcp.analysis.*` (epan/dissectors/packet-tcp.c, tcp_analyze_sequence_number),
+-- a segment's tests in tshark's order, the first that holds deciding; tests/test_views_tcp_health.py
+-- compares them flow by flow with tshark's.
+--   segment          a packet with payload, SYN or FIN; it occupies its payload plus 1 for SYN and for
+--                    FIN. `next`: the highest sequence end the flow sent before it
+--   keep-alive       ≤ 1 byte at next − 1, no SYN/FIN/RST: none of the four below
+--   behind           starts below `next`, unless > 1 byte at next − 1 (after a zero-window probe)
+--   1. spurious      payload ending at or below the acknowledgment number of the reverse flow's last
+--                    packet (data already acknowledged), behind or not (tshark: spurious_retransmission)
+--   2. fast          behind, at the acknowledgment number of the reverse flow's last packet, which was
+--                    its ≥ 2nd duplicate ACK of that number, sent < 20 ms before (tshark:
+--                    fast_retransmission)
+--   3. out-of-order  behind, sent less than the connection's handshake RTT (the client's last SYN to
+--                    its first ACK; ooo_ns where none was captured or it is 0) after the packet that
+--                    first reached `next`, and not ending exactly at `next` (tshark: out_of_order)
+--   4. retransmission   any other segment that is behind (tshark: retransmission)
+--   retransmissions  1 + 2 + 4 (tshark: retransmission, fast_retransmission and spurious_retransmission
+--                    together)
 --   dup_acks         no payload, no SYN/FIN/RST, a nonzero window equal to the flow's previous
 --                    packet's, the same acknowledgment number, and sequence number = `next`, unless
 --                    it answers a keep-alive (the reverse flow's last packet before it one; a zero-
@@ -35,15 +54,9 @@
 --   RTT              per ACK of the reverse flow that acknowledges exactly the end of a segment this
 --                    flow sent once (Karn: a retransmitted sequence end is never sampled), the time
 --                    from the segment to that ACK (tshark's tcp.analysis.ack_rtt on such ACKs)
--- What one direction can count: the paper's captures are sender-side (each worker captures what
--- it sends), so a flow's data and its ACKs are in different workers' files, and a run captured on
--- only some hosts has flows whose reverse is missing (reverse_seen false). From its own packets a
--- flow gets retransmissions, out_of_order, dup_acks and zero_window of the packets it sends (a
--- receiver's dup ACKs and zero windows are counted on its ACK flow, the reverse of the data flow);
--- window_full and the RTT need the reverse flow (NULL RTT and window_full 0 without it). When the
--- two directions come from two hosts, RTT includes the offset between their clocks
--- (collective_clock_check, run.toml's clock offsets). TCP inside tunnels (VXLAN, Geneve, 6in4,
--- L2TP) is not seen: the TCP header columns are the outermost packet's.
+--   Not followed: a 1-byte zero-window probe at `next` moves `next` here, not in tshark (Linux probes
+--   with 0 bytes at next − 1, a keep-alive); an ACK of data the capture never saw does not reset the
+--   reverse flow's duplicate ACK count as tshark's "ACKed unseen segment" does.
 --
 -- Parameters:
 --   runs     list of run names; NULL = every run
@@ -57,9 +70,10 @@
 --   packets                       TCP packets of the flow (count)
 --   data_packets                  packets with payload (count)
 --   payload_bytes                 sum of l4_payload_len, bytes (retransmitted payload included)
---   retransmissions               segments (count), rules above
+--   retransmissions               segments (count), rules above: 1, 2 and 4
+--   spurious_retransmissions      segments (count) of rule 1, among retransmissions
 --   retransmitted_bytes           payload of those segments, bytes
---   out_of_order                  segments (count)
+--   out_of_order                  segments (count), rule 3
 --   dup_acks                      packets (count)
 --   zero_window                   packets (count)
 --   window_full                   segments (count)
@@ -79,7 +93,7 @@ syn_scale AS (
 reverse_state AS (
     -- each ACK as the receiver state of the flow it acknowledges: its acknowledgment and window,
     -- scaled when both directions' SYNs carried the option (a SYN's own window never is)
-    SELECT r.back AS flow, r.ts_ns, r.ak,
+    SELECT r.back AS flow, r.ts_ns, r.ak, r.last_at_ts,
            r.win::BIGINT << CASE WHEN r.fl & 2 = 0 AND a.shift IS NOT NULL AND b.shift IS NOT NULL
                                  THEN b.shift ELSE 0 END AS wnd
     FROM marked AS r
@@ -90,7 +104,7 @@ reverse_state AS (
 full_window AS (
     SELECT m.flow, count(*) AS window_full
     FROM marked AS m
-    ASOF JOIN reverse_state AS r ON r.flow = m.flow AND r.ts_ns < m.ts_ns
+    ASOF JOIN (SELECT * FROM reverse_state WHERE last_at_ts) AS r ON r.flow = m.flow AND r.ts_ns < m.ts_ns
     WHERE m.len > 0 AND m.fl & 7 = 0 AND (m.sq::BIGINT + m.len) % 4294967296 = (r.ak::BIGINT + r.wnd) % 4294967296
     GROUP BY m.flow
 ),
@@ -121,6 +135,7 @@ flows AS (
     SELECT flow, any_value(back) AS back, count(*) AS packets, count(*) FILTER (len > 0) AS data_packets,
            sum(len) AS payload_bytes,
            count(*) FILTER (retransmission) AS retransmissions,
+           count(*) FILTER (spurious_retransmission) AS spurious_retransmissions,
            coalesce(sum(len) FILTER (retransmission), 0) AS retransmitted_bytes,
            count(*) FILTER (ooo) AS out_of_order,
            count(*) FILTER (dup_ack) AS dup_acks,
@@ -129,7 +144,8 @@ flows AS (
     GROUP BY flow
 )
 SELECT n.run, wp.src_worker, wp.dst_worker, n.src_ip, n.src_port, n.dst_ip, n.dst_port,
-       f.packets, f.data_packets, f.payload_bytes, f.retransmissions, f.retransmitted_bytes, f.out_of_order,
+       f.packets, f.data_packets, f.payload_bytes, f.retransmissions, f.spurious_retransmissions,
+       f.retransmitted_bytes, f.out_of_order,
        f.dup_acks, f.zero_window, coalesce(w.window_full, 0) AS window_full, s.shift AS window_scale,
        rev.flow IS NOT NULL AS reverse_seen, coalesce(r.rtt_samples, 0) AS rtt_samples, r.rtt_min_us,
        r.rtt_median_us, r.rtt_max_us

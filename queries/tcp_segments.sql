@@ -6,6 +6,9 @@
 -- flow retransmitted (collective_verdicts: during which collective) count what tcp_health counts.
 -- One row per TCP packet whose header the capture holds; a flow is `flow` = hash(run, src_ip,
 -- src_port, dst_ip, dst_port), its reverse `back` (a view joins its own flows' names by that hash).
+-- Deterministic: a flow's packets are taken in one total order (ts_ns, rel, span, tcp_ack, flags,
+-- window; rows equal in all of these are equal in every column used), and "the reverse flow's last
+-- packet before" is the last in that order of the last earlier timestamp, whatever the thread count.
 --
 -- Parameters:
 --   runs, from_ns, to_ns, ooo_ns   as tcp_health's
@@ -16,11 +19,21 @@
 --   len                 TCP payload, bytes
 --   span                len + 1 for SYN and for FIN (the sequence space the packet occupies)
 --   rel                 sequence number unwrapped across 2^32, relative to the flow's first packet
---   nxt, nxt_ns         the highest sequence end the flow sent before it, and when that was sent
---   behind              it starts below nxt (keep-alives excepted)
+--   nxt, nxt_ns         the highest sequence end the flow sent before it, and when the packet that
+--                       first reached it was sent
+--   last_at_ts          the flow's last packet at its ts_ns (in the order above): the row an as-of
+--                       join on ts_ns takes
+--   keep_alive          ≤ 1 byte at nxt − 1, no SYN/FIN/RST
+--   behind              it starts below nxt (tshark's "sequence not advanced": keep-alives and a
+--                       segment of > 1 byte at nxt − 1 excepted)
+--   dup_ack, dups       tcp_health's rule; the flow's duplicate ACKs since its ack number last changed,
+--                       this packet included
+--   spurious_retransmission   payload the reverse flow's last packet before it had acknowledged
+--   fast_retransmission       behind, at the ack number of ≥ 2 duplicate ACKs of the reverse flow,
+--                             the last of its packets < 20 ms before it
 --   ooo                 out-of-order (tcp_health's rule)
---   retransmission      behind and not out-of-order
---   dup_ack, keep_alive     tcp_health's rules
+--   retransmission      every retransmission tshark flags: spurious, fast, or behind and not
+--                       out-of-order
 --   sends_of_end        how often the flow sent a segment with this sequence end (Karn)
 CREATE OR REPLACE MACRO tcp_segments(runs := NULL, from_ns := NULL, to_ns := NULL, ooo_ns := 3000000) AS TABLE
 WITH seg AS (
@@ -34,31 +47,41 @@ WITH seg AS (
     WHERE ip_proto = 6 AND tcp_window IS NOT NULL AND tcp_flags IS NOT NULL
 ),
 stepped AS (
-    -- the signed 32-bit step of the sequence number from the flow's previous packet
+    -- the signed 32-bit step of the sequence number from the flow's previous packet in (time, raw
+    -- number) order: their sum is the unwrapped number whatever the order within a timestamp, as long
+    -- as neighbours lie less than 2^31 apart
     SELECT *,
-           (sq::BIGINT - coalesce(lag(sq) OVER f, sq)::BIGINT + 6442450944) % 4294967296 - 2147483648 AS step
+           (sq::BIGINT - coalesce(lag(sq) OVER (PARTITION BY flow ORDER BY ts_ns, sq), sq)::BIGINT + 6442450944)
+               % 4294967296 - 2147483648 AS step
     FROM seg
-    WINDOW f AS (PARTITION BY flow ORDER BY ts_ns, sq, ak)
 ),
 unwrapped AS (
-    SELECT *, sum(step) OVER (PARTITION BY flow ORDER BY ts_ns, sq, ak ROWS UNBOUNDED PRECEDING) AS rel
+    SELECT * EXCLUDE (step), sum(step) OVER (PARTITION BY flow ORDER BY ts_ns, sq ROWS UNBOUNDED PRECEDING) AS rel
     FROM stepped
 ),
-ends AS (
-    -- `next`: the highest sequence end before this packet, and when the packet that set it was sent
+reached AS (
+    -- `next`: the highest sequence end before this packet; `raised`: this packet raised it
     SELECT *, max(rel + span) OVER before AS nxt,
-           arg_max(ts_ns, rel + span) OVER before AS nxt_ns,
-           lag(win) OVER f AS prev_win, lag(ak) OVER f AS prev_ak
+           lag(win) OVER f AS prev_win, lag(ak) OVER f AS prev_ak,
+           lead(ts_ns) OVER f IS DISTINCT FROM ts_ns AS last_at_ts
     FROM unwrapped
-    WINDOW f AS (PARTITION BY flow ORDER BY ts_ns, sq, ak),
+    WINDOW f AS (PARTITION BY flow ORDER BY ts_ns, rel, span, ak, fl, win),
+           before AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+ends AS (
+    -- when `next` was reached: the last packet before this one that raised it (tshark's nextseqtime)
+    SELECT *, max(ts_ns) FILTER (WHERE nxt IS NULL OR rel + span > nxt) OVER before AS nxt_ns,
+           sum((ak IS DISTINCT FROM prev_ak)::BIGINT) OVER (f ROWS UNBOUNDED PRECEDING) AS ack_run
+    FROM reached
+    WINDOW f AS (PARTITION BY flow ORDER BY ts_ns, rel, span, ak, fl, win),
            before AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 classified AS (
     SELECT *,
-           span > 0 AND rel < nxt
-               AND NOT (len <= 1 AND fl & 7 = 0 AND rel = nxt - 1) AS behind,  -- keep-alives excepted
-           len = 0 AND fl & 7 = 0 AND win > 0 AND win = prev_win AND ak = prev_ak AND rel = nxt AS dup_ack,
            len <= 1 AND fl & 7 = 0 AND rel = nxt - 1 AS keep_alive,
+           span > 0 AND rel < nxt AND NOT (len <= 1 AND fl & 7 = 0 AND rel = nxt - 1)
+               AND NOT (len > 1 AND rel = nxt - 1) AS behind,
+           len = 0 AND fl & 7 = 0 AND win > 0 AND win = prev_win AND ak = prev_ak AND rel = nxt AS dup_ack,
            -- a sequence end sent more than once is no RTT sample (Karn)
            count(*) FILTER (WHERE span > 0) OVER (PARTITION BY flow, (sq::BIGINT + span) % 4294967296)
                AS sends_of_end
@@ -68,7 +91,14 @@ acked AS (
     -- an ACK that answers a keep-alive (the reverse flow's last packet before it) is no dup ACK
     SELECT c.* REPLACE (c.dup_ack AND NOT coalesce(k.keep_alive, false) AS dup_ack)
     FROM classified AS c
-    ASOF LEFT JOIN (SELECT flow, ts_ns, keep_alive FROM classified) AS k ON k.flow = c.back AND k.ts_ns < c.ts_ns
+    ASOF LEFT JOIN (SELECT flow, ts_ns, keep_alive FROM classified WHERE last_at_ts) AS k
+        ON k.flow = c.back AND k.ts_ns < c.ts_ns
+),
+counted AS (
+    SELECT *,
+           count(*) FILTER (WHERE dup_ack) OVER (PARTITION BY flow, ack_run ORDER BY ts_ns, rel, span, ak, fl, win
+                                                 ROWS UNBOUNDED PRECEDING) AS dups
+    FROM acked
 ),
 handshake AS (
     -- a connection's first RTT (tshark's): from the client's last SYN to its first ACK without SYN
@@ -83,27 +113,31 @@ handshake AS (
     GROUP BY a.flow, a.back, a.ack_ns
 ),
 threshold AS (
-    SELECT flow, rtt_ns FROM handshake
-    UNION ALL
-    SELECT back, rtt_ns FROM handshake
+    -- 0 (SYN and ACK in one microsecond) is no RTT to tshark, which then takes its default
+    SELECT flow, nullif(min(rtt_ns), 0) AS rtt_ns
+    FROM (SELECT flow, rtt_ns FROM handshake UNION ALL SELECT back, rtt_ns FROM handshake)
+    GROUP BY flow
 ),
-dup_runs AS (
-    -- each ACK as the receiver state of the flow it acknowledges (`back`): the acknowledgment number
-    -- and how many duplicate ACKs of it came so far
-    SELECT back AS flow, ts_ns, ak,
-           count(*) FILTER (WHERE dup_ack) OVER (PARTITION BY flow, ak ORDER BY ts_ns, sq ROWS UNBOUNDED PRECEDING)
-               AS dups
-    FROM acked
-    WHERE fl & 16 = 16
-),
-marked AS (
-    -- a fast retransmission (tshark: ≥ 2 duplicate ACKs of its sequence number, the last < 20 ms
-    -- before it) is a retransmission even when it would pass for out-of-order
-    SELECT c.*, c.behind AND c.ts_ns - c.nxt_ns < coalesce(t.rtt_ns, ooo_ns) AND c.rel + c.span <> c.nxt
-               AND NOT coalesce(d.dups >= 2 AND d.ak = c.sq AND c.ts_ns - d.ts_ns < 20000000, false) AS ooo
-    FROM acked AS c
+judged AS (
+    -- tshark's order of tests: data the reverse flow had acknowledged is a spurious retransmission;
+    -- else a segment behind `next` at the number of ≥ 2 duplicate ACKs is a fast retransmission;
+    -- else one sent soon after `next` was reached is out-of-order; else a retransmission
+    SELECT c.*,
+           c.len > 0 AND NOT c.keep_alive AND coalesce(r.ak, 0) <> 0
+               AND (c.sq::BIGINT + c.len - r.ak::BIGINT + 6442450944) % 4294967296 - 2147483648 <= 0
+               AS spurious_retransmission,
+           c.behind AND coalesce(r.dups >= 2 AND r.ak = c.sq AND c.ts_ns - r.ts_ns < 20000000, false)
+               AS fast_retransmission,
+           c.behind AND c.ts_ns - c.nxt_ns < coalesce(t.rtt_ns, ooo_ns) AND c.rel + c.span <> c.nxt AS soon
+    FROM counted AS c
     LEFT JOIN threshold AS t ON t.flow = c.flow
-    ASOF LEFT JOIN dup_runs AS d ON d.flow = c.flow AND d.ts_ns < c.ts_ns
+    ASOF LEFT JOIN (SELECT flow, ts_ns, ak, dups FROM counted WHERE last_at_ts) AS r
+        ON r.flow = c.back AND r.ts_ns < c.ts_ns
 )
-SELECT * EXCLUDE (step, prev_win, prev_ak), behind AND NOT ooo AS retransmission
-FROM marked;
+SELECT * EXCLUDE (prev_win, prev_ak, ack_run, soon, fast_retransmission),
+       fast_retransmission AND NOT spurious_retransmission AS fast_retransmission,
+       soon AND NOT spurious_retransmission AND NOT fast_retransmission AS ooo,
+       spurious_retransmission OR fast_retransmission OR (behind AND NOT soon) AS retransmission
+FROM judged;
+
+CREATE OR REPLACE VIEW tcp_segments AS SELECT * FROM tcp_segments();

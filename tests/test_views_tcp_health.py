@@ -11,11 +11,14 @@ from __future__ import annotations
 import csv
 import json
 import os
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tomllib
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +33,14 @@ from tracecore.ingest import ingest, open_catalog
 
 ANALYSIS = ("retransmission", "fast_retransmission", "spurious_retransmission", "out_of_order",
             "duplicate_ack", "zero_window", "window_full", "ack_rtt", "acks_frame")  # fmt: skip
-COUNTS = ("retransmissions", "out_of_order", "dup_acks", "zero_window", "window_full")
+COUNTS = (
+    "retransmissions",
+    "spurious_retransmissions",
+    "out_of_order",
+    "dup_acks",
+    "zero_window",
+    "window_full",
+)
 
 
 def tshark_frames(path: Path) -> list[dict]:
@@ -63,6 +73,7 @@ def tshark_flows(path: Path, rows: list[dict]) -> dict[tuple, dict]:
         c["retransmissions"] += bool(
             a["retransmission"] or a["fast_retransmission"] or a["spurious_retransmission"]
         )
+        c["spurious_retransmissions"] += bool(a["spurious_retransmission"])
         c["out_of_order"] += bool(a["out_of_order"])
         c["dup_acks"] += bool(a["duplicate_ack"])
         c["zero_window"] += bool(a["zero_window"])
@@ -167,32 +178,15 @@ def test_every_tcp_flow_of_the_corpus_matches_tshark(corpus_dir: Path, tcp_corpu
     assert total["rtt_samples"] > 150, total
 
 
-def keep_alive_capture(path: Path) -> None:
-    """A zero window closed by a window update that the sender never sees: its next zero-window probe
-    (0 bytes at next − 1, a keep-alive) is answered with the same ack and window as the update, which is
-    an ACK of a keep-alive, not a duplicate ACK; a later ACK of the same number after a data segment
-    past a hole is one. The sequence of the 5 %-loss run that once differed from tshark (dup ACKs 136
-    against 135) under load."""
+def write_capture(path: Path, packets: list[tuple]) -> None:
+    """A pcap of one connection, 10.0.0.1:40000 (a) and 10.0.0.2:29611 (b): packets (µs after the first,
+    from a, seq, ack, flags, window, payload bytes)."""
     import dpkt
 
     a, b = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
-    packets = [  # (from a, seq, ack, flags, window, payload bytes)
-        (True, 1000, 0, dpkt.tcp.TH_SYN, 64000, 0),
-        (False, 5000, 1001, dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK, 64000, 0),
-        (True, 1001, 5001, dpkt.tcp.TH_ACK, 64000, 0),
-        (True, 1001, 5001, dpkt.tcp.TH_ACK, 64000, 100),
-        (False, 5001, 1101, dpkt.tcp.TH_ACK, 0, 0),  # zero window
-        (True, 1100, 5001, dpkt.tcp.TH_ACK, 64000, 0),  # zero-window probe: a keep-alive
-        (False, 5001, 1101, dpkt.tcp.TH_ACK, 0, 0),
-        (False, 5001, 1101, dpkt.tcp.TH_ACK, 1000, 0),  # the window update, lost on its way
-        (True, 1100, 5001, dpkt.tcp.TH_ACK, 64000, 0),  # probed again
-        (False, 5001, 1101, dpkt.tcp.TH_ACK, 1000, 0),  # its answer: same ack, same window
-        (True, 1201, 5001, dpkt.tcp.TH_ACK, 64000, 100),  # past a hole at 1101
-        (False, 5001, 1101, dpkt.tcp.TH_ACK, 1000, 0),  # a duplicate ACK
-    ]
     with path.open("wb") as fh:
         out = dpkt.pcap.Writer(fh)
-        for i, (fwd, seq, ack, flags, win, n) in enumerate(packets):
+        for t_us, fwd, seq, ack, flags, win, n in packets:
             tcp = dpkt.tcp.TCP(sport=40000 if fwd else 29611, dport=29611 if fwd else 40000, seq=seq, ack=ack,
                                flags=flags, win=win, data=bytes(n))  # fmt: skip
             ip = dpkt.ip.IP(
@@ -202,7 +196,33 @@ def keep_alive_capture(path: Path) -> None:
             eth = dpkt.ethernet.Ethernet(
                 src=b"\x02" * 6, dst=b"\x04" * 6, type=dpkt.ethernet.ETH_TYPE_IP, data=ip
             )
-            out.writepkt(bytes(eth), ts=1_700_000_000 + i / 100)
+            out.writepkt(bytes(eth), ts=1_700_000_000 + t_us / 1e6)
+
+
+SYN, ACK = 2, 16
+
+
+def keep_alive_capture(path: Path) -> None:
+    """A zero window closed by a window update that the sender never sees: its next zero-window probe
+    (0 bytes at next − 1, a keep-alive) is answered with the same ack and window as the update, which is
+    an ACK of a keep-alive, not a duplicate ACK; a later ACK of the same number after a data segment
+    past a hole is one. The sequence of the 5 %-loss run that once differed from tshark (dup ACKs 136
+    against 135) under load."""
+    packets = [  # (from a, seq, ack, flags, window, payload bytes)
+        (True, 1000, 0, SYN, 64000, 0),
+        (False, 5000, 1001, SYN | ACK, 64000, 0),
+        (True, 1001, 5001, ACK, 64000, 0),
+        (True, 1001, 5001, ACK, 64000, 100),
+        (False, 5001, 1101, ACK, 0, 0),  # zero window
+        (True, 1100, 5001, ACK, 64000, 0),  # zero-window probe: a keep-alive
+        (False, 5001, 1101, ACK, 0, 0),
+        (False, 5001, 1101, ACK, 1000, 0),  # the window update, lost on its way
+        (True, 1100, 5001, ACK, 64000, 0),  # probed again
+        (False, 5001, 1101, ACK, 1000, 0),  # its answer: same ack, same window
+        (True, 1201, 5001, ACK, 64000, 100),  # past a hole at 1101
+        (False, 5001, 1101, ACK, 1000, 0),  # a duplicate ACK
+    ]
+    write_capture(path, [(i * 10_000, *packet) for i, packet in enumerate(packets)])
 
 
 def test_an_ack_of_a_keep_alive_is_no_duplicate_ack(tmp_path: Path) -> None:
@@ -222,39 +242,123 @@ def test_an_ack_of_a_keep_alive_is_no_duplicate_ack(tmp_path: Path) -> None:
     assert (acks["dup_acks"], acks["zero_window"]) == (1, 2)  # before: 2 dup ACKs, tshark 1
 
 
+# A segment lost on the wire (2001), the receiver's ACK and duplicate ACKs of it, and the sender's
+# retransmission; in one microsecond (402) the receiver sends a duplicate ACK and a window update of the
+# same number, which a capture may hold in either order.
+LOST_SEGMENT = [
+    (0, True, 1000, 0, SYN, 1000, 0),
+    (100, False, 5000, 1001, SYN | ACK, 1000, 0),
+    (200, True, 1001, 5001, ACK, 1000, 0),
+    (300, True, 1001, 5001, ACK, 1000, 1000),
+    (301, True, 2001, 5001, ACK, 1000, 1000),
+    (302, True, 3001, 5001, ACK, 1000, 1000),
+    (303, True, 4001, 5001, ACK, 1000, 1000),
+    (400, False, 5001, 2001, ACK, 1000, 0),
+    (401, False, 5001, 2001, ACK, 1000, 0),
+]
+ONE_MICROSECOND = [(402, False, 5001, 2001, ACK, 1000, 0), (402, False, 5001, 2001, ACK, 900, 0)]
+RETRANSMITTED = [(410, True, 2001, 5001, ACK, 1000, 1000), (500, False, 5001, 5001, ACK, 1000, 0)]
+
+
+def test_packets_of_one_microsecond_give_the_same_rows_in_either_order(tmp_path: Path) -> None:
+    """The same packets, two of one microsecond in either order in the file, on 1 and 4 threads: the same
+    rows of tcp_health and tcp_segments. A flow's packets are taken in one order of their own (time, then
+    sequence number, length, ack, flags, window); before, the file's order and the threads decided whether
+    the second was a duplicate ACK (window unchanged), so whether the retransmission was fast (a
+    retransmission) or out-of-order (tshark reads the file's order: fast in one file, out-of-order in
+    the other)."""
+    for name, tie in (("first", ONE_MICROSECOND), ("second", ONE_MICROSECOND[::-1])):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        write_capture(tmp_path / "runs" / name / "worker-0-tcpdump.pcap", LOST_SEGMENT + tie + RETRANSMITTED)
+    assert not ingest([tmp_path / "runs"], tmp_path / "data", jobs=1).failed
+    con = open_catalog(tmp_path / "data", unsafe=True)  # unsafe: a locked connection keeps its threads
+    answers = Counter()
+    try:
+        for threads in (1, 4, 1, 4):
+            con.execute(f"SET threads = {threads}")
+            for run in ("first", "second"):
+                health = con.execute(
+                    "SELECT * EXCLUDE (run) FROM tcp_health(runs := [?]) ORDER BY ALL", [run]
+                ).fetchall()
+                segments = con.execute(
+                    "SELECT * EXCLUDE (flow, back) FROM tcp_segments(runs := [?]) ORDER BY ALL", [run]
+                ).fetchall()
+                answers[repr((health, segments))] += 1
+        counts = con.execute(
+            "SELECT src_port, retransmissions, out_of_order, dup_acks FROM tcp_health ORDER BY ALL"
+        ).fetchall()
+    finally:
+        con.close()
+    assert list(answers.values()) == [8], answers
+    # the window update first (window 900 < 1000): the duplicate ACK after it changed the window
+    assert counts == [(29611, 0, 0, 1), (29611, 0, 0, 1), (40000, 0, 1, 0), (40000, 0, 1, 0)]
+
+
+def test_describe_prints_the_rules_in_tsharks_order() -> None:
+    result = CliRunner().invoke(app, ["query", "tcp_health", "--describe"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    rules = lines[
+        lines.index("Rules:") + 1 : next(i for i, t in enumerate(lines) if t.startswith("Parameters"))
+    ]
+    assert "tcp_analyze_sequence_number" in rules[0]
+    tests = [t.split()[1] for t in rules if t.lstrip()[:2] in ("1.", "2.", "3.", "4.")]
+    assert tests == ["spurious", "fast", "out-of-order", "retransmission"]
+    for flag in (
+        "spurious_retransmission",
+        "fast_retransmission",
+        "out_of_order",
+        "duplicate_ack",
+        "window_full",
+    ):
+        assert flag in "\n".join(rules), flag
+
+
 # rank 0 reads one TCP stream to its end, through a small receive buffer it leaves full (zero windows,
 # segments that fill the window): it starts reading once ≥ 16 KiB wait unread and none came for 0.5 s
 # (at most 20 s), not after a fixed time, which an early loss's retransmission timeout (0.2 s, doubling)
-# could outlast with the window still open; rank 1 sends it 4 MB (retrying until rank 0 listens)
+# could outlast with the window still open; rank 1 sends it 4 MB (retrying until rank 0 listens).
+# Meanwhile both send each other 16 MB over a second connection (port 29612) with default buffers, as a
+# ring all-reduce's neighbours do: under loss the sender re-sends data whose ACK the capture holds but
+# the loss rule dropped after it, soon after new data (tshark's spurious retransmissions)
 TRANSFER = (
-    "import fcntl,socket,struct,sys,termios,time\n"
+    "import fcntl,socket,struct,sys,termios,threading,time\n"
     "rank, host = int(sys.argv[1]), sys.argv[2]\n"
+    "def connect(port):\n"
+    "    for _ in range(200):\n"
+    "        try: return socket.create_connection((host, port))\n"
+    "        except OSError: time.sleep(0.05)\n"
+    "def accept(port, rcvbuf=0):\n"
+    "    srv = socket.socket()\n"
+    "    if rcvbuf: srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)\n"
+    "    srv.bind(('0.0.0.0', port)); srv.listen(); return srv.accept()[0]\n"
+    "def both_ways(n=16 << 20):\n"
+    "    c = accept(29612) if rank == 0 else connect(29612)\n"
+    "    def drain():\n"
+    "        got = 0\n"
+    "        while got < n: got += len(c.recv(1 << 20))\n"
+    "    t = threading.Thread(target=drain); t.start(); c.sendall(bytes(n)); t.join(); c.close()\n"
+    "bulk = threading.Thread(target=both_ways); bulk.start()\n"
     "if rank == 0:\n"
-    "    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)\n"
-    "    srv.bind(('0.0.0.0', 29611)); srv.listen(); c, _ = srv.accept(); seen = -1\n"
+    "    c = accept(29611, 16384); seen = -1\n"
     "    for _ in range(40):\n"
     "        time.sleep(0.5); unread = struct.unpack('i', fcntl.ioctl(c, termios.FIONREAD, bytes(4)))[0]\n"
     "        if unread == seen >= 16384: break\n"
     "        seen = unread\n"
     "    while c.recv(1 << 16): pass\n"
     "else:\n"
-    "    for _ in range(200):\n"
-    "        try: s = socket.create_connection((host, 29611)); break\n"
-    "        except OSError: time.sleep(0.05)\n"
-    "    s.sendall(bytes(4 << 20)); s.close()\n"
+    "    s = connect(29611); s.sendall(bytes(4 << 20)); s.close()\n"
+    "bulk.join()\n"
 )
 
 
-@pytest.mark.netns
-@pytest.mark.slow
-def test_a_real_loss_run_matches_tshark(tmp_path: Path) -> None:
-    """Two hosts of the netns testbed, 5 % loss by the nftables rule, 4 MB over one TCP connection,
-    each host capturing what it sends (the paper's sender side): the view, over both workers' files,
-    counts what tshark counts on the two captures merged; the data flow has retransmissions and the
-    ACK flow duplicate ACKs. The sender's file alone (one direction): the view counts what tshark counts
-    on that file, with no RTT and no window_full for a flow whose reverse is missing."""
+@pytest.fixture(scope="module")
+def loss_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two hosts of the netns testbed, 5 % loss by the nftables rule, running TRANSFER, each host
+    capturing what it sends (the paper's sender side): the run folder and its two captures merged."""
     for tool in ("tcpdump", "nft", "mergecap"):
         require_tool(tool)
+    tmp_path = tmp_path_factory.mktemp("loss")
     out = tmp_path / "pcaps"
     program = json.dumps([sys.executable, "-c", TRANSFER, "{rank}", "{master_addr}"])  # a TOML array
     text = TINY.format(out=out, python=sys.executable).replace('kind = "ddp"', 'kind = "command"')
@@ -270,6 +374,19 @@ def test_a_real_loss_run_matches_tshark(tmp_path: Path) -> None:
     captures = sorted(run_dir.glob("worker-*-tcpdump.pcap"))
     merged = tmp_path / "merged.pcap"
     subprocess.run(["mergecap", "-F", "pcap", "-w", str(merged), *map(str, captures)], check=True)
+    return run_dir, merged
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_a_real_loss_run_matches_tshark(loss_run: tuple[Path, Path], tmp_path: Path) -> None:
+    """The view, over both workers' files, counts what tshark counts on the two captures merged; the
+    4 MB transfer's data flow has retransmissions and its ACK flow duplicate ACKs; the connection both
+    ways has spurious retransmissions, some sent soon after `next` was reached (out-of-order by that
+    test alone: tshark tests "already acknowledged" first). The sender's file alone (one direction):
+    the view counts what tshark counts on that file, with no RTT and no window_full for a flow whose
+    reverse is missing."""
+    run_dir, merged = loss_run
     got, _ = ingested_flows(run_dir, tmp_path / "data")
     want = tshark_flows(merged, _rows(merged))
     total = compare({k: got[k] for k in want}, want, "merged")
@@ -282,9 +399,11 @@ def test_a_real_loss_run_matches_tshark(tmp_path: Path) -> None:
     assert got[data_flow]["window_full"] > 0, got
     assert got[data_flow]["payload_bytes"] >= 4 << 20, got
     assert total["rtt_samples"] > 100, total
+    assert sum(c["spurious_retransmissions"] for k, c in got.items() if 29612 in (k[1], k[3])) > 0, got
+    assert soon_spurious(tmp_path / "data") > 0
 
     # the sender's file alone: one direction
-    sender = next(p for p in captures if p.name.startswith("worker-1"))
+    sender = next(p for p in sorted(run_dir.glob("worker-*-tcpdump.pcap")) if p.name.startswith("worker-1"))
     one, reverse = ingested_flows(sender, tmp_path / "alone")
     shark = tshark_flows(sender, _rows(sender))
     compare(one, shark, "sender alone")
@@ -293,3 +412,127 @@ def test_a_real_loss_run_matches_tshark(tmp_path: Path) -> None:
     moved = one[data_flow]["out_of_order"] - got[data_flow]["out_of_order"]
     assert got[data_flow]["retransmissions"] - one[data_flow]["retransmissions"] == moved >= 0, (one, got)
     assert (one[data_flow]["rtt_samples"], one[data_flow]["window_full"], reverse) == (0, 0, False)
+
+
+def soon_spurious(data: Path) -> int:
+    """Spurious retransmissions of the connection both ways (port 29612) that start below `next` and
+    were sent less than the handshake RTT after `next` was reached, not ending at `next`."""
+    con = open_catalog(data)
+    try:
+        return con.execute(
+            """
+            WITH s AS (
+                SELECT * FROM tcp_segments() WHERE flow IN (
+                    SELECT hash(run, src_ip, src_port, dst_ip, dst_port) FROM packets
+                    WHERE 29612 IN (src_port, dst_port)
+                )
+            ),
+            rtt AS (  -- the client's last SYN to its first ACK, of the attempt that connected
+                SELECT max(ack_ns - syn_ns) AS ns FROM (
+                    SELECT min(ts_ns) FILTER (fl & 18 = 16) AS ack_ns,
+                           max(ts_ns) FILTER (fl & 18 = 2) AS syn_ns
+                    FROM s GROUP BY flow
+                )
+            )
+            SELECT count(*) FROM s
+            WHERE spurious_retransmission AND behind AND rel + span <> nxt
+                AND ts_ns - nxt_ns < (SELECT ns FROM rtt)
+            """
+        ).fetchone()[0]
+    finally:
+        con.close()
+
+
+def pcap_records(data: bytes | bytearray) -> Iterator[tuple[int, int, int]]:
+    """(frame offset, captured length, timestamp in µs) of each record of a little-endian µs pcap."""
+    assert data[:4] == b"\xd4\xc3\xb2\xa1", data[:4]
+    pos = 24
+    while pos + 16 <= len(data):
+        sec, usec, cap = struct.unpack_from("<III", data, pos)
+        yield pos + 16, cap, sec * 1_000_000 + usec
+        pos += 16 + cap
+
+
+def tcp_header(data: bytes | bytearray, frame: int, cap: int) -> tuple[int, tuple, int] | None:
+    """An Ethernet/IPv4/TCP frame's TCP header offset, directed flow (addresses as text) and payload."""
+    if cap < 34 or data[frame + 12 : frame + 14] != b"\x08\x00" or data[frame + 23] != 6:
+        return None
+    ihl = (data[frame + 14] & 15) * 4
+    tcp = frame + 14 + ihl
+    if tcp + 20 > frame + cap:
+        return None
+    src, dst = (socket.inet_ntoa(bytes(data[frame + i : frame + i + 4])) for i in (26, 30))
+    sport, dport = struct.unpack_from(">HH", data, tcp)
+    payload = struct.unpack_from(">H", data, frame + 16)[0] - ihl - (data[tcp + 12] >> 4) * 4
+    return tcp, (src, sport, dst, dport), payload
+
+
+def wrap_between(src: Path, dst: Path, seq_after: int) -> tuple:
+    """`src` with one flow's sequence numbers moved (and its reverse flow's acknowledgment numbers and
+    SACK edges), so that two of its data segments sent in one microsecond lie on both sides of 2^32:
+    the later one starts at `seq_after`, the earlier one near 2^32. A real capture with another initial
+    sequence number. Returns the flow."""
+    data = bytearray(src.read_bytes())
+    seqs: dict[tuple, list[int]] = defaultdict(list)
+    for frame, cap, us in pcap_records(data):
+        header = tcp_header(data, frame, cap)
+        if header and header[2] > 0:
+            seqs[(header[1], us)].append(struct.unpack_from(">I", data, header[0] + 4)[0])
+    pairs = [
+        (key, s) for key, s in seqs.items() if len(s) >= 2 and s == sorted(s) and s[-1] - s[-2] > seq_after
+    ]
+    assert pairs, "no two data segments of one flow in one microsecond"
+    (flow, _), sent = pairs[len(pairs) // 2]
+    offset = (seq_after - sent[-1]) % 2**32
+    back = (flow[2], flow[3], flow[0], flow[1])
+
+    def move(at: int) -> None:
+        struct.pack_into(">I", data, at, (struct.unpack_from(">I", data, at)[0] + offset) % 2**32)
+
+    for frame, cap, _ in pcap_records(data):
+        header = tcp_header(data, frame, cap)
+        if header is None or header[1] not in (flow, back):
+            continue
+        tcp = header[0]
+        if header[1] == flow:
+            move(tcp + 4)
+            continue
+        move(tcp + 8)
+        end, pos = min(tcp + (data[tcp + 12] >> 4) * 4, frame + cap), tcp + 20
+        while pos + 1 < end and data[pos] != 0:  # options: SACK (5) edges are acknowledgment numbers
+            if data[pos] == 1:
+                pos += 1
+                continue
+            if data[pos] == 5:
+                for edge in range(pos + 2, min(pos + data[pos + 1], end) - 3, 4):
+                    move(edge)
+            pos += max(data[pos + 1], 2)
+    dst.write_bytes(bytes(data))
+    return flow
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_a_sequence_number_wrapped_inside_a_microsecond_matches_tshark(
+    loss_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The merged capture of the loss run with one flow's initial sequence number moved so that two of
+    its segments sent in one microsecond lie on both sides of 2^32 (the later at 1285): every flow counts
+    what tshark counts (ordered by the raw number the wrapped segment came first, and the one before it
+    became out-of-order)."""
+    _, merged = loss_run
+    run = tmp_path / "runs" / "wrapped"
+    run.mkdir(parents=True)
+    flow = wrap_between(merged, run / "worker-0-tcpdump.pcap", 1285)
+    got, _ = ingested_flows(run, tmp_path / "data")
+    compare(got, tshark_flows(run / "worker-0-tcpdump.pcap", _rows(run / "worker-0-tcpdump.pcap")), "wrapped")
+    con = open_catalog(tmp_path / "data")
+    try:
+        low, high = con.execute(
+            "SELECT min(tcp_seq), max(tcp_seq) FROM packets WHERE src_ip = ? AND src_port = ? AND dst_ip = ? "
+            "AND dst_port = ?",
+            list(flow),
+        ).fetchone()
+    finally:
+        con.close()
+    assert low <= 1285 < 2**32 - 1448 <= high, (low, high)

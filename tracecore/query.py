@@ -470,10 +470,11 @@ class ViewDescription(NamedTuple):
     parameters: tuple[str, ...]  # the header's `Parameters:` lines (meanings, units)
     columns: tuple[str, ...]  # the header's `Columns:` lines (meanings, units)
     on_cluster: str  # what `--scheduler` does with it, from the header's `Partition:` line
+    rules: tuple[str, ...] = ()  # the header's `Rules:` lines (the rules a view says it follows), if any
 
 
 def describe_view(name: str) -> ViewDescription:
-    """Purpose, kind, parameters with defaults and columns with units of view `name`."""
+    """Purpose, kind, parameters with defaults, columns with units and rules of view `name`."""
     return ViewDescription(
         name,
         views.view_kind(name),
@@ -482,6 +483,7 @@ def describe_view(name: str) -> ViewDescription:
         views.view_header_section(name, "Parameters"),
         views.view_header_section(name, "Columns"),
         _on_cluster_text(name),
+        views.view_header_section(name, "Rules"),
     )
 
 
