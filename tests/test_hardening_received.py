@@ -156,6 +156,19 @@ def test_a_part_files_second_name_inside_the_dataset_is_its_own(received: Path) 
     assert res.stdout.splitlines()[-1] == "17027"
 
 
+def test_a_state_file_hard_linked_outside_is_never_read(received: Path, home: Path) -> None:
+    """Ingest's own copy of the tables is read whole (its digest checked after): a hard link to a file
+    outside, even one with the recorded content, is refused before a byte of it is read."""
+    (state,) = (received / ".state").iterdir()
+    table = state / "runs.parquet"
+    outside = home / "runs.parquet"
+    shutil.copyfile(table, outside)
+    table.unlink()
+    os.link(outside, table)
+    line = one_line(console("ingest", str(sample_run()), "--out", str(received)), 4)
+    assert line.startswith(f"Error: {table}: a hard link (2 names)"), line
+
+
 def test_a_catalog_hard_linked_outside_is_refused(received: Path, home: Path) -> None:
     os.link(received / "tracecore.duckdb", home / "elsewhere.duckdb")
     line = one_line(console("sql", "SELECT 1", "--data", str(received)), 4)
