@@ -64,6 +64,11 @@ DEDUP_TESTS = ("tests/test_dedup.py", "tests/test_ingest.py")
 KERNEL_TESTS = ("tests/test_reader_corpus.py", "tests/test_views_exact.py")
 NCCL_TESTS = ("tests/test_views_nccl.py", "tests/test_views_nccl_socket.py")
 COLLECTIVE_TESTS = ("tests/test_views_collectives.py",)
+EXPLAIN_TESTS = ("tests/test_explain.py",)
+# the verdicts and findings on the real 4-rank NCCL run: seconds, where the module's testbed runs take minutes
+EXPLAIN_GPU_TEST = (
+    "tests/test_explain.py::test_the_four_rank_runs_slowest_all_reduce_is_start_skew_with_its_late_rank"
+)
 TCP_HEALTH_TESTS = ("tests/test_views_tcp_health.py",)
 BOUND_TESTS = ("tests/test_hardening_bounds.py",)
 LINK_BINS_TESTS = ("tests/test_link_bins.py", "tests/test_views.py")
@@ -588,8 +593,8 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "collective_coverage.span_without_end",
-        "queries/collective_coverage.sql",
+        "collective_coverage_of.span_without_end",
+        "queries/collective_coverage_of.sql",
         "AND p.ts_ns BETWEEN s.span_start_ns AND s.span_end_ns",
         "AND p.ts_ns >= s.span_start_ns",
         "the payload counted to the end of the capture, past the source's last collective",
@@ -599,15 +604,100 @@ MUTANTS = [
         ),
     ),
     Mutant(
-        "collective_clock_check.lead_sign_flipped",
-        "queries/collective_clock_check.sql",
-        "max(sender_start_ns - first_byte_ns) AS lead_ns",
-        "max(first_byte_ns - sender_start_ns) AS lead_ns",
+        "collective_clock_check_of.lead_sign_flipped",
+        "queries/collective_clock_check_of.sql",
+        "max(sender_start_ns - bulk_start_ns) AS lead_ns",
+        "max(bulk_start_ns - sender_start_ns) AS lead_ns",
         "the lead of the first bytes over the start measured the wrong way round",
         COLLECTIVE_TESTS,
         ci=(
             "tests/test_views_collectives.py::test_a_rank_clock_shifted_by_50_ms_fails_the_check_with_a_clear_message",
         ),
+    ),
+    Mutant(
+        "collective_clock_check.wire_of_every_run",
+        "queries/collective_clock_check.sql",
+        "SELECT * FROM collective_clock_check_of(wire := 'checked_wire', runs := runs, err_ns := err_ns)",
+        "SELECT * FROM collective_clock_check_of(wire := 'checked_wire', runs := runs, err_ns := 0)",
+        "the check allows no clock error, whatever each file's mapping states",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_every_source_clock_agrees_with_the_capture",),
+    ),
+    Mutant(
+        "collective_coverage.error_dropped",
+        "queries/collective_coverage.sql",
+        "SELECT * FROM collective_coverage_of(wire := 'covered_wire', runs := runs, err_ns := err_ns)",
+        "SELECT * FROM collective_coverage_of(wire := 'covered_wire', runs := runs, err_ns := 1)",
+        "the span a source covers starts at its first collective's start, without the clock error",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_acceptance_every_all_reduce_matched_and_within_two_percent",
+        ),
+    ),
+    Mutant(
+        "collective_wire.resent_bytes_counted_again",
+        "queries/collective_wire.sql",
+        "count(*) AS frames, sum(fresh)::BIGINT AS bytes,",
+        "count(*) AS frames, sum(len)::BIGINT AS bytes,",
+        "a re-sent segment's bytes counted a second time",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_every_collective_is_its_bytes_by_sequence_number",),
+    ),
+    Mutant(
+        "collective_wire.boundary_not_snapped",
+        "queries/collective_wire.sql",
+        "WHEN abs(near - b) <= p / 100 AND near > coalesce(lag(a) OVER w, -1) AND near >= a - p / 100",
+        "WHEN false AND near > coalesce(lag(a) OVER w, -1) AND near >= a - p / 100",
+        "back-to-back collectives parted by prediction alone, not at NCCL's message boundary",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::"
+            "test_mlp25m_byte_order_separates_back_to_back_buckets_that_time_windows_mix",
+        ),
+    ),
+    Mutant(
+        "collective_verdicts.busy_without_idle_gaps",
+        "queries/collective_verdicts.sql",
+        "(SELECT * FROM collective_wire(runs := runs, idle_ns := idle_ns))",
+        "(SELECT * FROM collective_wire(runs := runs, idle_ns := 1000))",
+        "the links' busy time counts only gaps of 1 µs, not the idle_ns the verdicts were asked with",
+        EXPLAIN_TESTS,
+        ci=(EXPLAIN_GPU_TEST,),
+    ),
+    Mutant(
+        "collective_verdicts_of.first_rank_is_late",
+        "queries/collective_verdicts_of.sql",
+        "arg_max(rank, t0) AS late_rank, arg_max(worker, t0) AS late_worker,",
+        "arg_min(rank, t0) AS late_rank, arg_max(worker, t0) AS late_worker,",
+        "the rank that started first named as the late one",
+        EXPLAIN_TESTS,
+        ci=(EXPLAIN_GPU_TEST,),
+    ),
+    Mutant(
+        "collective_verdicts_of.straggler_share_ignored",
+        "queries/collective_verdicts_of.sql",
+        "WHEN late_ns >= min_late_ns AND spread_ns >= straggler_share * duration_ns THEN 'late rank'",
+        "WHEN late_ns >= min_late_ns THEN 'late rank'",
+        "any late rank a straggler, however little of the collective the others waited",
+        EXPLAIN_TESTS,
+    ),
+    Mutant(
+        "findings.skew_costs_its_longest_wait",
+        "queries/findings.sql",
+        "           sum(v.spread_ns)::BIGINT AS cost_ns,",
+        "           max(v.spread_ns)::BIGINT AS cost_ns,",
+        "start skew costs only its longest wait, not every collective's",
+        EXPLAIN_TESTS,
+        ci=(EXPLAIN_GPU_TEST,),
+    ),
+    Mutant(
+        "findings.one_hiccup_is_a_straggler",
+        "queries/findings.sql",
+        "HAVING count(*) >= min_count_share * any_value(s.n_big) AND sum(v.late_ns) >= min_share",
+        "HAVING true AND sum(v.late_ns) >= min_share",
+        "a rank late in a single collective reported as the run's straggler",
+        EXPLAIN_TESTS,
+        ci=(EXPLAIN_GPU_TEST,),
     ),
     Mutant(
         "collective_stragglers.first_rank_named",

@@ -26,8 +26,8 @@
 --   matched_share          matched_bytes / payload_bytes
 --   predicted_bytes        the collectives' predicted bytes on the link, bytes
 CREATE OR REPLACE MACRO collective_coverage(runs := NULL, err_ns := NULL) AS TABLE
-WITH checked_wire AS MATERIALIZED (SELECT * FROM collective_wire(runs := runs, err_ns := err_ns))
-SELECT * FROM collective_coverage_of(wire := 'checked_wire', runs := runs, err_ns := err_ns)
+WITH covered_wire AS MATERIALIZED (SELECT * FROM collective_wire(runs := runs, err_ns := err_ns))
+SELECT * FROM collective_coverage_of(wire := 'covered_wire', runs := runs, err_ns := err_ns)
 ORDER BY run, source, src_worker, dst_worker;
 
 CREATE OR REPLACE VIEW collective_coverage AS SELECT * FROM collective_coverage();
