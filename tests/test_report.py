@@ -320,6 +320,9 @@ def gpu_report(tmp_path_factory) -> Path:
     return write_report(gpu_dataset(), tmp_path_factory.mktemp("gpu-report"))
 
 
+W4_RUN = "torch_ddp-cnn3m-sgd-32-nccl-normal-ring-w4"
+
+
 def section_of(page: str, anchor: str) -> str:
     return page.split(f'id="{anchor}"', 1)[1].split("</section>", 1)[0]
 
@@ -355,13 +358,22 @@ def test_gpu_report_has_a_gpu_section_before_the_figures(gpu_report) -> None:
     widest = next(r for r in stragglers if r[0] == "cnn3m-w4")
     assert widest[:8] == ["cnn3m-w4", "nccl_profiler", "all_gather", "8", "—", "4", "rank 2 (W3)", "103.6"]
     tcp = section_of(page, "table-tcp_health")
-    assert table_cells(tcp)[0][:5] == [
-        "cnn3m",
-        "W2:59066→W1:48805",
-        "100.2",
-        "1,763",
-        "1",
-    ]  # its retransmission
+    # each run's flows with payload, most retransmissions first, then most payload: as tcp_health has them
+    from tests.test_figures_gpu import gpu_dataset
+    from tracecore.ingest import open_catalog
+    from tracecore.query import run_view
+
+    con = open_catalog(gpu_dataset(), read_only=True)
+    try:
+        flows = [r for r in run_view(con, "tcp_health", runs=[W4_RUN]).to_pylist() if r["data_packets"]]
+    finally:
+        con.close()
+    flows.sort(key=lambda r: (-r["retransmissions"], -r["payload_bytes"]))
+    shown = [r for r in table_cells(tcp) if r[0] == "cnn3m-w4"]
+    assert [(r[1], r[4]) for r in shown] == [
+        (f"{f['src_worker']}:{f['src_port']}→{f['dst_worker']}:{f['dst_port']}", str(f["retransmissions"]))
+        for f in flows[:8]
+    ]
     assert "Each run&#x27;s 8 first of its 16, 88, 16 flows with payload." in tcp
     topology = section_of(page, "table-nccl_topology")
     assert topology.count("declared and measured") == 2 + 4 + 2  # each run's ring edges
