@@ -37,9 +37,10 @@
 --   2. fast          behind, at the acknowledgment number of the reverse flow's last packet, which was
 --                    its ≥ 2nd duplicate ACK of that number, sent < 20 ms before (tshark:
 --                    fast_retransmission)
---   3. out-of-order  behind, sent less than the connection's handshake RTT (the client's last SYN to
---                    its first ACK; ooo_ns where none was captured or it is 0) after the packet that
---                    first reached `next`, and not ending exactly at `next` (tshark: out_of_order)
+--   3. out-of-order  behind, sent less than the connection's first RTT (from its last SYN to its first
+--                    later packet with ACK and without SYN, either direction; ooo_ns where it has none)
+--                    after the packet that first reached `next`, and not ending exactly at `next`
+--                    (tshark: out_of_order)
 --   4. retransmission   any other segment that is behind (tshark: retransmission)
 --   retransmissions  1 + 2 + 4 (tshark: retransmission, fast_retransmission and spurious_retransmission
 --                    together)

@@ -100,23 +100,25 @@ counted AS (
                                                  ROWS UNBOUNDED PRECEDING) AS dups
     FROM acked
 ),
-handshake AS (
-    -- a connection's first RTT (tshark's): from the client's last SYN to its first ACK without SYN
-    SELECT a.flow, a.back, a.ack_ns - max(s.ts_ns) AS rtt_ns
-    FROM (
-        SELECT flow, any_value(back) AS back, min(ts_ns) AS ack_ns
-        FROM seg
-        WHERE fl & 18 = 16 AND flow IN (SELECT flow FROM seg WHERE fl & 18 = 2)
-        GROUP BY flow
-    ) AS a
-    JOIN seg AS s ON s.flow = a.flow AND s.fl & 18 = 2 AND s.ts_ns < a.ack_ns
-    GROUP BY a.flow, a.back, a.ack_ns
+syn AS (  -- SYNs without ACK, by connection (a key shared by both directions)
+    SELECT least(flow, back) AS conn, ts_ns FROM seg WHERE fl & 18 = 2
 ),
-threshold AS (
-    -- 0 (SYN and ACK in one microsecond) is no RTT to tshark, which then takes its default
-    SELECT flow, nullif(min(rtt_ns), 0) AS rtt_ns
-    FROM (SELECT flow, rtt_ns FROM handshake UNION ALL SELECT back, rtt_ns FROM handshake)
-    GROUP BY flow
+first_ack AS (
+    -- tshark's first RTT ends at the connection's first packet with ACK and without SYN, in either
+    -- direction, later than the last SYN before it (one in the SYN's microsecond gives 0, which tshark
+    -- takes for none and tries again)
+    SELECT a.conn, min(a.ts_ns) AS ack_ns
+    FROM (SELECT least(flow, back) AS conn, ts_ns FROM seg WHERE fl & 18 = 16) AS a
+    JOIN (SELECT conn, min(ts_ns) AS first_ns FROM syn GROUP BY conn) AS f
+        ON f.conn = a.conn AND a.ts_ns > f.first_ns
+    ANTI JOIN syn AS s ON s.conn = a.conn AND s.ts_ns = a.ts_ns
+    GROUP BY a.conn
+),
+threshold AS (  -- a connection's first RTT (tshark's): from the last SYN to that packet
+    SELECT a.conn, a.ack_ns - max(s.ts_ns) AS rtt_ns
+    FROM first_ack AS a
+    JOIN syn AS s ON s.conn = a.conn AND s.ts_ns < a.ack_ns
+    GROUP BY a.conn, a.ack_ns
 ),
 judged AS (
     -- tshark's order of tests: data the reverse flow had acknowledged is a spurious retransmission;
@@ -130,7 +132,7 @@ judged AS (
                AS fast_retransmission,
            c.behind AND c.ts_ns - c.nxt_ns < coalesce(t.rtt_ns, ooo_ns) AND c.rel + c.span <> c.nxt AS soon
     FROM counted AS c
-    LEFT JOIN threshold AS t ON t.flow = c.flow
+    LEFT JOIN threshold AS t ON t.conn = least(c.flow, c.back)
     ASOF LEFT JOIN (SELECT flow, ts_ns, ak, dups FROM counted WHERE last_at_ts) AS r
         ON r.flow = c.back AND r.ts_ns < c.ts_ns
 )

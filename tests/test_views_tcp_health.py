@@ -294,6 +294,63 @@ def test_packets_of_one_microsecond_give_the_same_rows_in_either_order(tmp_path:
     assert counts == [(29611, 0, 0, 1), (29611, 0, 0, 1), (40000, 0, 1, 0), (40000, 0, 1, 0)]
 
 
+# Segments whose class depends on one of tshark's tests that the corpus and the loss run rarely reach
+# (SYN, SYN+ACK and ACK at 0, 100, 200 µs unless said; a sends 1001-2000 at 300 µs):
+RULES = {
+    # a retransmitted SYN in the microsecond of the handshake's ACK: that RTT is 0, which tshark takes for
+    # none and measures again at the next packet with ACK, 100 µs after the SYN: segments re-sent 0.5 ms
+    # and 4 ms after `next` are retransmissions (from the first SYN, 5 ms, both were out-of-order; with
+    # the 3 ms default, the first)
+    "syn-again": [
+        (0, True, 1000, 0, SYN, 1000, 0),
+        (5000, True, 1000, 0, SYN, 1000, 0),
+        (5000, False, 5000, 1001, SYN | ACK, 1000, 0),
+        (5000, True, 1001, 5001, ACK, 1000, 0),
+        (5100, True, 1001, 5001, ACK, 1000, 1000),
+        (5101, True, 2001, 5001, ACK, 1000, 1000),
+        (5601, True, 1001, 5001, ACK, 1000, 1000),
+        (9101, True, 2001, 5001, ACK, 1000, 1000),
+    ],
+    # 100 bytes from next − 1 (after a zero-window probe of the byte before, say): new data, no flag
+    "next-minus-one": [(400, True, 2000, 5001, ACK, 1000, 100)],
+    # the capture missed 2001-3000, b acknowledged it, a sends it: at `next`, not behind, yet data
+    # already acknowledged: a spurious retransmission
+    "acked-unseen": [(400, False, 5001, 3001, ACK, 1000, 0), (500, True, 2001, 5001, ACK, 1000, 1000)],
+}
+HANDSHAKE = [
+    (0, True, 1000, 0, SYN, 1000, 0),
+    (100, False, 5000, 1001, SYN | ACK, 1000, 0),
+    (200, True, 1001, 5001, ACK, 1000, 0),
+    (300, True, 1001, 5001, ACK, 1000, 1000),
+]
+
+
+def test_tsharks_rules_on_crafted_segments(tmp_path: Path) -> None:
+    for name, packets in RULES.items():
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        write_capture(
+            tmp_path / "runs" / name / "worker-0-tcpdump.pcap",
+            packets if name == "syn-again" else HANDSHAKE + packets,
+        )
+    assert not ingest([tmp_path / "runs"], tmp_path / "data", jobs=1).failed
+    con = open_catalog(tmp_path / "data")
+    try:
+        got = {name: view_flows(con, name) for name in RULES}
+    finally:
+        con.close()
+    sent = ("10.0.0.1", 40000, "10.0.0.2", 29611)
+    for name in RULES:
+        capture = tmp_path / "runs" / name / "worker-0-tcpdump.pcap"
+        compare(got[name], tshark_flows(capture, _rows(capture)), name)
+    counts = {
+        name: tuple(
+            got[name][sent][c] for c in ("retransmissions", "spurious_retransmissions", "out_of_order")
+        )
+        for name in RULES
+    }
+    assert counts == {"syn-again": (3, 0, 0), "next-minus-one": (0, 0, 0), "acked-unseen": (1, 1, 0)}
+
+
 def test_describe_prints_the_rules_in_tsharks_order() -> None:
     result = CliRunner().invoke(app, ["query", "tcp_health", "--describe"])
     assert result.exit_code == 0, result.output
