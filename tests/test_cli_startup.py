@@ -31,6 +31,7 @@ VALUES = {
     "float": ["0", "2.5", "-1", "-0.5", "1e3", "nan", "inf", "abc", "", "007.50", ".5", "5.", " 2", *NUMBERS],
     "bool": [True, False, "true", "0", "yes", "maybe"],
     "Format": ["table", "csv", "json", "parquet", "CSV", "xml", ""],
+    "ExplainFormat": ["table", "markdown", "json", "Markdown", "xml", ""],
     "Path": ["x.csv", "/tmp", ".", "", "/proc/1/nonexistent/file", "~/a"],
     "list[str]": [("a",), ("a", "b,c"), ()],
     "list[Path]": [("a.pcap",), ("a", "/tmp")],

@@ -511,6 +511,7 @@ def test_a_version_2_dataset_runs_every_view_before_any_re_ingest(sample: Path, 
         if fd is not None:
             lock.release(fd)
     assert (len(before["tcp_health"]), after.pop("tcp_health")) == (22, [])  # no TCP header fields before 5
+    assert (len(before["tcp_segments"]), after.pop("tcp_segments")) == (17015, [])  # its packets, one by one
     for name in after:
         assert sorted(after[name], key=repr) == sorted(before[name], key=repr), name
     meta = _meta_of(sample / "tracecore.duckdb")
