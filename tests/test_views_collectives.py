@@ -249,6 +249,27 @@ def test_without_nccl_logs_the_plugins_communicator_size_is_the_ranks_that_recor
     assert all(r["bus"] == pytest.approx(r["alg"] * 1.5, rel=1e-12) for r in answers["wire"])
 
 
+def test_coverage_spans_from_the_first_start_less_the_stated_clock_error(con) -> None:
+    """A source covers the link from its first collective's start, less the clock error its files
+    state (bytes of the first collective may leave that early), to its last attributed frame."""
+    got = rows(
+        con,
+        "SELECT c.run, c.source, c.span_start_ns, c.span_end_ns, "
+        "  (SELECT min(w.start_ns) FROM collective_wire AS w WHERE w.run = c.run AND w.source = c.source "
+        "   AND w.src_worker = c.src_worker AND w.dst_worker = c.dst_worker) AS first_ns, "
+        "  (SELECT max(w.last_byte_ns) FROM collective_wire AS w WHERE w.run = c.run AND w.source = c.source "
+        "   AND w.src_worker = c.src_worker AND w.dst_worker = c.dst_worker) AS last_ns, "
+        "  (SELECT max(k.error_ns) FROM collective_clocks AS k "
+        "   WHERE k.run = c.run AND k.source = c.source) AS err "
+        "FROM collective_coverage AS c",
+    )
+    assert len(got) >= 16
+    assert {r["err"] > 1000 for r in got} == {True}  # every source states an error of its own
+    for r in got:
+        assert r["span_start_ns"] == r["first_ns"] - r["err"], r
+        assert r["span_end_ns"] == r["last_ns"], r
+
+
 def test_acceptance_every_all_reduce_matched_and_within_two_percent(con) -> None:
     """Issue 28, point 4, per run and source: every all-reduce has bytes on the wire, each above 1 MB is
     within 2 % of its algorithm's prediction on every link, and the matched bytes are within 1 % of
