@@ -374,7 +374,6 @@ def test_stragglers_name_the_rank_that_started_last(con) -> None:
         (6, 2, 0, "W1"),
     ]
     assert [round(r["spread_ns"] / 1e6, 1) for r in got] == [14.7, 15.0, 16.5]
-    assert all(r["wait_ns"] == r["spread_ns"] for r in got)  # two ranks: the other waits the spread
     four = rows(con, "SELECT count(*) AS n, sum(ranks) AS r FROM collective_stragglers WHERE run = ?", [W4])[
         0
     ]
@@ -533,13 +532,22 @@ def test_without_nccl_logs_each_rank_is_the_capture_of_its_number(tmp_path: Path
     ]
 
 
-def test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock(tmp_path: Path) -> None:
+WIRE_FRAMES = (
+    "SELECT seq, src_worker, frames, bytes, first_byte_ns, last_byte_ns FROM collective_wire "
+    "WHERE source = 'pytorch_profiler' ORDER BY seq, src_worker"
+)
+
+
+def test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock(con, tmp_path: Path) -> None:
     """`tracecore run` records each host's clock − the runner's in run.toml [[hosts]]; stragglers compare
-    the ranks' starts on the runner's clock. Declaring W2's host 5 ms ahead moves rank 1's starts 5 ms
-    earlier there, so rank 0 (which already started last) trails by 5 ms more."""
+    the ranks' starts on the runner's clock. Declaring W1's host 2 ms ahead and W2's 5 ms behind moves
+    rank 0's starts 2 ms earlier there and rank 1's 5 ms later, so rank 0 (which started last) trails
+    by 7 ms less. collective_wire reads
+    each link in its sender's capture, on that host's own clock: its frames are those found without
+    offsets."""
     run = tmp_path / "runs" / CNN
     shutil.copytree(PROFILERS / CNN, run, ignore=shutil.ignore_patterns("nccl-profiler-example_*"))
-    hosts = [("w0", "10.77.0.1", 0, 40_000), ("w1", "10.77.0.2", 5_000_000, 60_000)]
+    hosts = [("w0", "10.77.0.1", 2_000_000, 40_000), ("w1", "10.77.0.2", -5_000_000, 60_000)]
     toml = (run / "run.toml").read_text() + "".join(
         f'\n[[hosts]]\nname = "{n}"\nip = "{ip}"\nclock_offset_ns = {off}\nclock_rtt_ns = {rtt}\n'
         for n, ip, off, rtt in hosts
@@ -549,10 +557,11 @@ def test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock(tmp_path: Path) 
         tmp_path / "runs",
         tmp_path / "data",
         clocks="SELECT host, ip, offset_ns, rtt_ns FROM host_clocks ORDER BY host",
-        spreads="SELECT spread_ns FROM collective_stragglers ORDER BY seq",
+        spreads="SELECT * FROM collective_stragglers ORDER BY seq",
         checks="SELECT ok FROM collective_clock_check",
-        calls="SELECT seq, rank, start_ns, clock_offset_ns, instance_start_ns FROM collective_calls "
-        "WHERE source = 'pytorch_profiler' ORDER BY seq, rank",
+        calls="SELECT seq, rank, start_ns, end_ns, call_start_ns, clock_offset_ns, instance_start_ns "
+        "FROM collective_calls WHERE source = 'pytorch_profiler' ORDER BY seq, rank",
+        wire=WIRE_FRAMES,
     )
     clocks, spreads, checks, calls = (answers[k] for k in ("clocks", "spreads", "checks", "calls"))
     assert clocks == [dict(zip(("host", "ip", "offset_ns", "rtt_ns"), h, strict=True)) for h in hosts]
@@ -562,12 +571,28 @@ def test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock(tmp_path: Path) 
         by_seq.setdefault(c["seq"], []).append(c)
     assert sorted(by_seq) == [0, 1, 2]
     for ranks in by_seq.values():
-        assert [c["clock_offset_ns"] for c in ranks] == [0, 5_000_000]
+        assert [c["clock_offset_ns"] for c in ranks] == [2_000_000, -5_000_000]
         assert {c["instance_start_ns"] for c in ranks} == {
             min(c["start_ns"] - c["clock_offset_ns"] for c in ranks)
         }
-    assert [round(r["spread_ns"] / 1e6, 1) for r in spreads] == [19.7, 20.0, 21.5]
+    assert [(r["last_rank"], round(r["spread_ns"] / 1e6, 1)) for r in spreads] == [
+        (0, 7.7),
+        (0, 8.0),
+        (0, 9.5),
+    ]
+    for s in spreads:  # every start, end and call on the runner's clock
+        ranks = by_seq[s["seq"]]
+        t, e, k = (
+            {c["rank"]: c[col] - c["clock_offset_ns"] for c in ranks}
+            for col in ("start_ns", "end_ns", "call_start_ns")
+        )
+        assert (s["first_start_ns"], s["last_start_ns"]) == (min(t.values()), max(t.values()))
+        assert s["wait_ns"] == sum(max(t.values()) - v for v in t.values())
+        assert (s["last_rank"], s["last_caller_rank"]) == (max(t, key=t.get), max(k, key=k.get))
+        assert s["call_spread_ns"] == max(k.values()) - min(k.values())
+        assert s["end_spread_ns"] == max(e.values()) - min(e.values())
     assert [r["ok"] for r in checks] == [True, True]  # each rank's bytes still follow its own start
+    assert answers["wire"] == rows(con, WIRE_FRAMES.replace("WHERE", "WHERE run = ? AND"), [CNN])
 
 
 def test_the_timeline_figure_draws_a_step_of_collectives_above_the_link_load(con) -> None:
@@ -625,3 +650,157 @@ def test_ingest_reports_bad_records_with_their_file_and_line(tmp_path: Path) -> 
         {"file": "kineto-rank1.json", "n": 3},
         {"file": "nccl-inspector/vm-pid1.log", "n": 1},
     ]
+
+
+# ---- columns checked against the packets (issue 35, item 5) -----------------------------------------
+def data_frames(con, run: str) -> dict[tuple[str, str], list[int]]:
+    """Times of each directed worker link's TCP payload frames on its data connections (those carrying
+    at least 10 % of the link's busiest connection's payload), sorted, from the packets in Python."""
+    got = rows(
+        con,
+        "SELECT s.worker AS src, d.worker AS dst, p.src_port, p.dst_port, p.ts_ns, p.l4_payload_len AS n "
+        "FROM packets AS p JOIN workers AS s ON s.run = p.run AND s.ip = p.src_ip "
+        "JOIN workers AS d ON d.run = p.run AND d.ip = p.dst_ip "
+        "WHERE p.run = ? AND p.ip_proto = 6 AND p.l4_payload_len > 0 ORDER BY p.ts_ns",
+        [run],
+    )
+    payload: dict[tuple, int] = {}
+    for r in got:
+        key = (r["src"], r["dst"], r["src_port"], r["dst_port"])
+        payload[key] = payload.get(key, 0) + r["n"]
+    top: dict[tuple, int] = {}
+    for key, n in payload.items():
+        top[key[:2]] = max(top.get(key[:2], 0), n)
+    frames: dict[tuple[str, str], list[int]] = {}
+    for r in got:
+        key = (r["src"], r["dst"], r["src_port"], r["dst_port"])
+        if payload[key] >= 0.1 * top[key[:2]]:
+            frames.setdefault(key[:2], []).append(r["ts_ns"])
+    return frames
+
+
+def busy(times: list[int], idle_ns: int = 1_000_000) -> int:
+    """The gaps of at most idle_ns between consecutive frames, summed (the views' busy time)."""
+    return sum(b - a for a, b in pairwise(times) if b - a <= idle_ns)
+
+
+@pytest.mark.parametrize("run", [CNN, W4])
+def test_every_collective_is_busy_in_the_gaps_of_its_frames_and_its_gbps_is_in_bits(con, run: str) -> None:
+    """On the runs whose steps are apart in time, the frames of a collective of at least 1 MB on a link
+    are the link's data frames from its first to its last; busy_ns is their gaps of at most 1 ms and
+    gbps its bytes·8 over that (the veth links of the corpus ran at 16-36 Gbit/s)."""
+    frames = data_frames(con, run)
+    got = rows(
+        con,
+        "SELECT src_worker, dst_worker, first_byte_ns, last_byte_ns, frames, bytes, busy_ns, gbps "
+        "FROM collective_wire WHERE run = ? AND message_bytes >= 1000000",
+        [run],
+    )
+    assert len(got) == {CNN: 41, W4: 83}[run]
+    for r in got:
+        link = (r["src_worker"], r["dst_worker"])
+        times = [t for t in frames[link] if r["first_byte_ns"] <= t <= r["last_byte_ns"]]
+        assert r["frames"] == len(times), r
+        assert r["busy_ns"] == busy(times), r
+        assert r["gbps"] == pytest.approx(r["bytes"] * 8 / busy(times), rel=1e-12), r
+        assert 15 < r["gbps"] < 40, r
+
+
+def test_an_ll_collective_puts_twice_its_data_on_the_wire(con) -> None:
+    """NCCL's LL protocol sends a flag word with every data word: the 416 B broadcast (LL, one channel)
+    down each link of its chain is predicted 832 B and carries those plus NCCL's 4 B message frame; the
+    4-rank run's 8 B all-gather puts 3 · 8 · 2 = 48 B and three frames on each link of its ring."""
+    got = rows(
+        con,
+        "SELECT w.run, w.op, w.src_worker, w.predicted_bytes, w.bytes, c.protocol FROM collective_wire AS w "
+        "JOIN (SELECT DISTINCT run, source, seq, protocol FROM collective_calls) AS c "
+        "ON c.run = w.run AND c.source = w.source AND c.seq = w.seq "
+        "WHERE w.source = 'nccl_profiler' "
+        "AND (w.op, w.message_bytes) IN (('broadcast', 416), ('all_gather', 8))",
+    )
+    assert {r["protocol"] for r in got} == {"LL"}
+    assert sorted((r["run"], r["op"], r["src_worker"], r["predicted_bytes"], r["bytes"]) for r in got) == [
+        (CNN, "all_gather", "W1", 16, 20),
+        (CNN, "all_gather", "W2", 16, 20),
+        (CNN, "broadcast", "W1", 832, 836),
+        (W4, "all_gather", "W1", 48, 60),
+        (W4, "all_gather", "W2", 48, 60),
+        (W4, "all_gather", "W3", 48, 60),
+        (W4, "all_gather", "W4", 48, 60),
+        (W4, "broadcast", "W1", 832, 836),
+        (W4, "broadcast", "W2", 832, 836),
+        (W4, "broadcast", "W3", 832, 836),
+    ]
+
+
+def instance_starts(con, where: str = "") -> dict[tuple, dict[int, dict]]:
+    """Each instance's ranks: their start, end and call start less their host's clock offset."""
+    got = rows(
+        con,
+        "SELECT run, source, comm, seq, rank, start_ns - coalesce(clock_offset_ns, 0) AS t, "
+        "end_ns - coalesce(clock_offset_ns, 0) AS e, call_start_ns - coalesce(clock_offset_ns, 0) AS c "
+        f"FROM collective_calls WHERE start_ns IS NOT NULL {where}",
+    )
+    out: dict[tuple, dict[int, dict]] = {}
+    for r in got:
+        out.setdefault((r["run"], r["source"], r["comm"], r["seq"]), {})[r["rank"]] = r
+    return out
+
+
+def test_stragglers_wait_is_every_ranks_wait_for_the_last(con) -> None:
+    """wait_ns sums each rank's wait from its own start to the last rank's (two ranks: the spread; the
+    4-rank run's three waiting ranks wait more than the spread in every collective)."""
+    expected = {
+        key: (max(r["t"] for r in ranks.values()) - min(r["t"] for r in ranks.values()),
+              sum(max(r["t"] for r in ranks.values()) - r["t"] for r in ranks.values()))
+        for key, ranks in instance_starts(con).items()
+        if len(ranks) >= 2
+    }  # fmt: skip
+    got = rows(con, "SELECT run, source, comm, seq, ranks, spread_ns, wait_ns FROM collective_stragglers")
+    assert {
+        (r["run"], r["source"], r["comm"], r["seq"]): (r["spread_ns"], r["wait_ns"]) for r in got
+    } == expected
+    four = [r for r in got if r["run"] == W4]
+    assert len(four) == 27
+    assert all(r["wait_ns"] > r["spread_ns"] for r in four)
+
+
+def test_step_breakdown_busiest_link_is_the_one_its_data_frames_keep_busy_longest(con) -> None:
+    """Per step and worker, each link's busy time is the gaps of at most 1 ms between the frames with
+    payload the worker sent on it in the step; the busiest is the longest. On the 4-rank run each worker
+    sends its data to its ring successor and ACKs to its predecessor: ACK-only links are never busy."""
+    got = rows(
+        con,
+        "SELECT run, worker, step, start_ns, end_ns, busiest_link, link_busy_ns FROM step_breakdown "
+        "WHERE run IN (?, ?)",
+        [CNN, W4],
+    )
+    assert len(got) == 2 * 3 + 4 * 3
+    for run in (CNN, W4):
+        sent = rows(
+            con,
+            "SELECT s.worker AS src, d.worker AS dst, p.ts_ns FROM packets AS p "
+            "JOIN workers AS s ON s.run = p.run AND s.ip = p.src_ip JOIN workers AS d ON d.run = p.run "
+            "AND d.ip = p.dst_ip WHERE p.run = ? AND p.l4_payload_len > 0 ORDER BY p.ts_ns",
+            [run],
+        )
+        for r in (r for r in got if r["run"] == run):
+            per_link = {
+                dst: busy([s["ts_ns"] for s in sent if (s["src"], s["dst"]) == (r["worker"], dst)
+                           and r["start_ns"] <= s["ts_ns"] <= r["end_ns"]])
+                for dst in {s["dst"] for s in sent if s["src"] == r["worker"]}
+            }  # fmt: skip
+            assert r["link_busy_ns"] == max(per_link.values()), (r, per_link)
+            assert per_link[r["busiest_link"]] == r["link_busy_ns"], (r, per_link)
+            assert sorted([0, *per_link.values()])[-2] < r["link_busy_ns"]  # one busiest
+    ring = {"W1": "W2", "W2": "W3", "W3": "W4", "W4": "W1"}  # NCCL's declared ring of the 4-rank run
+    assert {(r["worker"], r["busiest_link"]) for r in got if r["run"] == W4} == set(ring.items())
+    acks = rows(
+        con,
+        "SELECT s.worker AS src, d.worker AS dst, count(*) FILTER (WHERE p.l4_payload_len = 0) AS acks "
+        "FROM packets AS p JOIN workers AS s ON s.run = p.run AND s.ip = p.src_ip "
+        "JOIN workers AS d ON d.run = p.run AND d.ip = p.dst_ip WHERE p.run = ? GROUP BY ALL",
+        [W4],
+    )
+    # each worker ACKs its predecessor's data in thousands of frames: a link the ACKs alone would make busiest
+    assert all(a["acks"] > 2500 for a in acks if ring[a["dst"]] == a["src"])
