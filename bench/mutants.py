@@ -882,6 +882,67 @@ MUTANTS = [
         "pcapng packets with a time past int64 ns carried silently, without the warning",
         KERNEL_TESTS,
     ),
+    # ---- collective views' columns against the packets (issue 35, item 5) ------------------------------
+    Mutant(
+        "collective_wire.gbps_in_bytes",
+        "queries/collective_wire.sql",
+        "w.bytes * 8.0 / nullif(w.busy_ns, 0) AS gbps",
+        "w.bytes * 1.0 / nullif(w.busy_ns, 0) AS gbps",
+        "the achieved rate in GB/s under the name Gbit/s",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::test_every_collective_is_busy_in_the_gaps_of_its_frames_and_its_"
+            "gbps_is_in_bits[torch_ddp-cnn3m-sgd-32-nccl-normal-ring]",
+        ),
+    ),
+    Mutant(
+        "collective_wire.sender_clock_offset_sign",
+        "queries/collective_wire.sql",
+        "l.instance_start_ns + coalesce(l.clock_offset_ns, 0) AS instance_start_ns,",
+        "l.instance_start_ns - coalesce(l.clock_offset_ns, 0) AS instance_start_ns,",
+        "the instance's start moved onto the sender's clock the wrong way",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock",),
+    ),
+    Mutant(
+        "collective_links.ll_without_its_flags",
+        "queries/collective_links.sql",
+        "WHEN 'LL' THEN 2.0",
+        "WHEN 'LL' THEN 1.0",
+        "NCCL's LL protocol predicted without its flag words (half its bytes on the wire)",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_an_ll_collective_puts_twice_its_data_on_the_wire",),
+    ),
+    Mutant(
+        "collective_stragglers.wait_of_the_first_rank",
+        "queries/collective_stragglers.sql",
+        "sum(t_last - t_start)::BIGINT AS wait_ns",
+        "max(t_last - t_start)::BIGINT AS wait_ns",
+        "all ranks' waiting taken as the earliest rank's alone (the spread)",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_stragglers_wait_is_every_ranks_wait_for_the_last",),
+    ),
+    Mutant(
+        "collective_stragglers.last_start_offset_sign",
+        "queries/collective_stragglers.sql",
+        "max(start_ns - coalesce(clock_offset_ns, 0)) OVER",
+        "max(start_ns + coalesce(clock_offset_ns, 0)) OVER",
+        "the last rank's start that the others wait for moved by its host's offset the wrong way",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_run_toml_host_clock_offsets_put_the_ranks_on_one_clock",),
+    ),
+    Mutant(
+        "step_breakdown.acks_keep_a_link_busy",
+        "queries/step_breakdown.sql",
+        "WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.l4_payload_len > 0",
+        "WHERE (runs IS NULL OR list_contains(runs, p.run))",
+        "frames without payload (ACKs) counted as a link's busy time",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::"
+            "test_step_breakdown_busiest_link_is_the_one_its_data_frames_keep_busy_longest",
+        ),
+    ),
     # ---- the grids' size bound (issue 25, item 13) ---------------------------------------------------
     Mutant(
         "grid_check.limit_a_zero_too_many",
