@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 import subprocess
 from itertools import pairwise
 from pathlib import Path
 
+import dpkt
 import pytest
 
 from tracecore.ingest import ingest, open_catalog
@@ -804,3 +806,144 @@ def test_step_breakdown_busiest_link_is_the_one_its_data_frames_keep_busy_longes
     )
     # each worker ACKs its predecessor's data in thousands of frames: a link the ACKs alone would make busiest
     assert all(a["acks"] > 2500 for a in acks if ring[a["dst"]] == a["src"])
+
+
+LATE = f"{CNN}-late"  # both traces' clocks moved 0.5 ms back: within the 1 ms their mapping states
+UDP = f"{CNN}-udp"  # UDP datagrams from W1 to W2 in W1's capture; a second communicator of two ranks
+SECOND_COMM = "0x5eed00005eed0000"
+
+
+def _with_datagrams(pcap: Path, every_ns: int, payload: int) -> int:
+    """Rewrite the classic µs pcap `pcap` with a UDP datagram of `payload` bytes from W1 to W2 every
+    `every_ns` from its first packet to its last, in time order, cut at the capture's 128 B snap
+    length as tcpdump cut the rest; returns how many."""
+    data = pcap.read_bytes()
+    assert data[:4] == b"\xd4\xc3\xb2\xa1", "the corpus' captures are little-endian µs pcaps"
+    records, off = [], 24
+    while off + 16 <= len(data):
+        sec, usec, incl, _ = struct.unpack_from("<IIII", data, off)
+        records.append(((sec * 1_000_000 + usec) * 1000, data[off : off + 16 + incl]))
+        off += 16 + incl
+    ether = next(r[16:30] for _, r in records if r[16 + 26 : 16 + 34] == bytes([10, 77, 0, 1, 10, 77, 0, 2]))
+    udp = dpkt.udp.UDP(sport=40000, dport=40001, data=b"u" * payload)
+    ip = dpkt.ip.IP(src=bytes([10, 77, 0, 1]), dst=bytes([10, 77, 0, 2]), p=17, ttl=64, data=udp)
+    frame = ether + bytes(ip)
+    first, last = records[0][0], records[-1][0]
+    added = [
+        (t, struct.pack("<IIII", t // 10**9, t % 10**9 // 1000, 128, len(frame)) + frame[:128])
+        for t in range(first + every_ns // 2, last, every_ns)
+    ]
+    merged = sorted(records + added, key=lambda r: r[0])  # stable: a datagram after a packet of its µs
+    pcap.write_bytes(data[:24] + b"".join(r for _, r in merged))
+    return len(added)
+
+
+@pytest.fixture(scope="module")
+def crafted(tmp_path_factory: pytest.TempPathFactory):
+    """cnn3m's traces, logs and captures (without NCCL's plugin) as two runs, ingested once: LATE with
+    both traces' baseTimeNanoseconds 0.5 ms early, UDP with datagrams between the workers and, in both
+    ranks' NCCL logs, a second communicator of two ranks set up after the first (as a second process
+    group of the same ranks would be: its commId made up)."""
+    root = tmp_path_factory.mktemp("crafted")
+    for name in (LATE, UDP):
+        shutil.copytree(
+            PROFILERS / CNN, root / "runs" / name, ignore=shutil.ignore_patterns("nccl-profiler-*")
+        )
+    for rank in (0, 1):
+        trace = root / "runs" / LATE / f"kineto-rank{rank}.json"
+        text = trace.read_text()
+        assert text.count('"baseTimeNanoseconds": 1790857026000000000') == 1
+        trace.write_text(text.replace("1790857026000000000", "1790857025999500000", 1))
+    assert _with_datagrams(root / "runs" / UDP / "worker-0-tcpdump.pcap", 10_000_000, 1000) > 700
+    for rank, (pid, ptr) in enumerate([(822, "0xe0e0e0e0"), (823, "0xe1e1e1e1")]):
+        log = root / "runs" / UDP / f"nccl.vm.{pid}.log"
+        init = (
+            f"vm:{pid}:{pid + 100} [0] NCCL INFO ncclCommInitRankConfig comm {ptr} rank {rank} nranks 2 "
+            f"cudaDev 0 nvmlDev 0 busId 60 commId {SECOND_COMM} - Init "
+        )
+        log.write_text(log.read_text() + f"{init}START\n{init}COMPLETE\n")
+    summary = ingest([root / "runs"], root / "data", jobs=1)
+    assert not summary.problems, summary.problems
+    connection = open_catalog(root / "data")
+    yield connection
+    connection.close()
+
+
+def test_a_clock_error_within_the_stated_one_keeps_every_frame(con, crafted) -> None:
+    """Both traces' clocks 0.5 ms early (their mapping states 1 ms): the W2→W1 all-reduces' last frames
+    leave after the instance's recorded end, and still belong to it (a kernel cannot end before the
+    bytes sent to it arrived, up to the clock error): the same frames and bytes as the true clocks."""
+    shifted = rows(crafted, WIRE_FRAMES.replace("WHERE", "WHERE run = ? AND"), [LATE])
+    assert shifted == rows(con, WIRE_FRAMES.replace("WHERE", "WHERE run = ? AND"), [CNN])
+    ends = rows(
+        crafted,
+        "SELECT src_worker, last_byte_ns - end_ns AS past FROM collective_wire WHERE run = ? "
+        "AND source = 'pytorch_profiler'",
+        [LATE],
+    )
+    assert {r["src_worker"] for r in ends if r["past"] > 0} == {"W2"}
+    assert all(0 < r["past"] < 500_000 for r in ends if r["src_worker"] == "W2")
+    assert [
+        r["ok"] for r in rows(crafted, "SELECT ok FROM collective_clock_check WHERE run = ?", [LATE])
+    ] == [
+        True,
+        True,
+    ]
+
+
+def test_coverage_counts_the_udp_the_link_carried_in_the_span(con, crafted) -> None:
+    """collective_coverage compares the collectives' bytes with all TCP and UDP payload the link carried
+    in the span: W1→W2's datagrams in it, counted here from the packets, are payload no collective
+    explains; W2→W1 is as without them."""
+    got = {
+        r["src_worker"]: r
+        for r in rows(crafted, "SELECT * FROM collective_coverage WHERE run = ? ORDER BY src_worker", [UDP])
+    }
+    plain = {
+        r["src_worker"]: r
+        for r in rows(
+            con, "SELECT * FROM collective_coverage WHERE run = ? AND source = 'pytorch_profiler'", [CNN]
+        )
+    }
+    assert {w: r["source"] for w, r in got.items()} == {"W1": "pytorch_profiler", "W2": "pytorch_profiler"}
+    packets = rows(
+        crafted,
+        "SELECT src_ip, dst_ip, ip_proto, ts_ns, l4_payload_len AS n FROM packets WHERE run = ? "
+        "AND l4_payload_len > 0",
+        [UDP],
+    )
+    ips = {"W1": "10.77.0.1", "W2": "10.77.0.2"}
+    for src, dst in (("W1", "W2"), ("W2", "W1")):
+        r = got[src]
+        inside = [
+            p for p in packets
+            if (p["src_ip"], p["dst_ip"]) == (ips[src], ips[dst])
+            and r["span_start_ns"] <= p["ts_ns"] <= r["span_end_ns"]
+        ]  # fmt: skip
+        assert r["payload_bytes"] == sum(p["n"] for p in inside), r
+        udp = sum(p["n"] for p in inside if p["ip_proto"] == 17)
+        assert udp == (1000 * len([p for p in inside if p["ip_proto"] == 17]) if src == "W1" else 0)
+        assert r["payload_bytes"] == plain[src]["payload_bytes"] + udp
+        assert r["matched_bytes"] == plain[src]["matched_bytes"]
+    assert got["W1"]["payload_bytes"] - plain["W1"]["payload_bytes"] >= 5_000  # the datagrams in the span
+
+
+def test_a_process_with_two_communicators_of_one_size_takes_the_first_for_its_default_group(crafted) -> None:
+    """A PyTorch trace names its process group, not NCCL's commId; of the communicators of its size the
+    process set up, the first (PyTorch's default group) is its NCCL communicator."""
+    comms = rows(
+        crafted,
+        "SELECT DISTINCT pid, comm_id, nranks FROM nccl_ranks WHERE run = ? ORDER BY pid, comm_id",
+        [UDP],
+    )
+    assert [(r["pid"], r["comm_id"]) for r in comms] == [
+        (822, SECOND_COMM),
+        (822, "0x646a81e6f9a7c4d2"),
+        (823, SECOND_COMM),
+        (823, "0x646a81e6f9a7c4d2"),
+    ]
+    got = rows(crafted, "SELECT DISTINCT rank, comm, nccl_comm FROM collective_calls WHERE run = ?", [UDP])
+    assert sorted((r["rank"], r["comm"], r["nccl_comm"]) for r in got) == [
+        (0, "0", "0x646a81e6f9a7c4d2"),
+        (1, "0", "0x646a81e6f9a7c4d2"),
+    ]
