@@ -943,6 +943,36 @@ MUTANTS = [
             "test_step_breakdown_busiest_link_is_the_one_its_data_frames_keep_busy_longest",
         ),
     ),
+    Mutant(
+        "collective_wire.frames_after_the_end_without_clock_error",
+        "queries/collective_wire.sql",
+        "OR s.ts_ns <= r.instance_end_ns + r.err)",
+        "OR s.ts_ns <= r.instance_end_ns)",
+        "a frame after the instance's recorded end dropped, though the clocks may err by err_ns",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_a_clock_error_within_the_stated_one_keeps_every_frame",),
+    ),
+    Mutant(
+        "collective_coverage_of.tcp_only",
+        "queries/collective_coverage_of.sql",
+        "p.ip_proto IN (6, 17)",
+        "p.ip_proto = 6",
+        "the link's UDP payload left out of what the collectives are compared with",
+        COLLECTIVE_TESTS,
+        ci=("tests/test_views_collectives.py::test_coverage_counts_the_udp_the_link_carried_in_the_span",),
+    ),
+    Mutant(
+        "collective_calls.last_communicator_of_the_size",
+        "queries/collective_calls.sql",
+        "arg_min(r.comm_id, r.line) FILTER",
+        "arg_max(r.comm_id, r.line) FILTER",
+        "of a process's communicators of one size, the last set up taken for its default group",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::"
+            "test_a_process_with_two_communicators_of_one_size_takes_the_first_for_its_default_group",
+        ),
+    ),
     # ---- the grids' size bound (issue 25, item 13) ---------------------------------------------------
     Mutant(
         "grid_check.limit_a_zero_too_many",
