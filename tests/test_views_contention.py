@@ -214,9 +214,11 @@ def test_contention_parameters(con) -> None:
     strict = q(con, "contention", runs=[SLOW], threshold=0.1)
     assert held_windows(strict) == ref_contention(SLOW, threshold=0.1)[1]
     long = q(con, "contention", runs=[SLOW], min_bins=50)
-    assert long.held_bins.isna().all()
-    only = q(con, "contention", runs=[SLOW], held_only="true")
     every = q(con, "contention", runs=[SLOW])
+    assert len(long) == len(every) > 0  # every bin, none of them held
+    assert long.held_bins.isna().all()
+    assert every.held_bins.notna().any()
+    only = q(con, "contention", runs=[SLOW], held_only="true")
     assert len(only) > 0
     assert only.held_bins.notna().all()
     assert len(only) == every.held_bins.notna().sum()
