@@ -240,10 +240,23 @@ def ref_run_metrics(run: str) -> dict[tuple[str, str | None, str | None], float]
     }
     tcp = p[p.ip_proto == 6]
     out["flows_4tuple", None, None] = len(tcp.groupby(["src_ip", "dst_ip", "src_port", "dst_port"]))
+    ported = p[p.src_port.notna() & p.dst_port.notna()]
+    five = set(
+        zip(ported.src_ip, ported.dst_ip, ported.ip_proto, ported.src_port, ported.dst_port, strict=True)
+    )
+    out["flows_5tuple", None, None] = len(five)
+    out["flows_connection", None, None] = len(
+        {(pr, *sorted([(a, ap), (b, bp)])) for a, b, pr, ap, bp in five}
+    )
+    ip = p[p.src_ip.notna()]
+    out["flows_hostpair", None, None] = len(
+        {tuple(sorted(x)) for x in zip(ip.src_ip, ip.dst_ip, strict=True)}
+    )
     labels = worker_labels(SAMPLE)
     pair = w[w.src_ip.isin(labels) & w.dst_ip.isin(labels)]
     for (s, d), g in pair.groupby([pair.src_ip.map(labels), pair.dst_ip.map(labels)]):
         out["pair_bytes_per_step", s, d] = g.frame_len.sum() / steps
+        out["pair_payload_per_step", s, d] = g.payload.sum() / steps
     bins = ref_bins(run, 10_000_000)
     for (s, d), g in bins[bins.steady].groupby(["src_worker", "dst_worker"]):
         out["mean_gbps", s, d] = g.gbps.mean()
@@ -282,6 +295,14 @@ def test_compare_two_runs(con) -> None:
     assert rows.loc[("mean_gbps", "W2", "W1")].rel_diff < -0.05
     assert rows.loc[("flows_qp", None, None)].value_a == 0
     assert pd.isna(rows.loc[("flows_qp", None, None)].rel_diff)
+    assert {k[0] for k in a} == set(got.metric) - {"flows_qp"}  # every metric but qp has a reference
+    assert (
+        rows.loc[("flows_5tuple", None, None)].value_a,
+        rows.loc[("flows_connection", None, None)].value_a,
+    ) == (
+        22,
+        11,
+    )  # both directions of each TCP connection, each captured at its sender
     # the first run given is side a
     swapped = q(con, "compare", runs=[SLOW, BASE])
     assert set(swapped.a) == {SLOW}
