@@ -59,14 +59,19 @@ def test_ingest_allocates_from_the_system_pool(tmp_path: Path, monkeypatch: pyte
     assert pa.default_memory_pool().backend_name == before
 
 
-def test_worker_processes_use_the_system_pool() -> None:
+@pytest.mark.parametrize(("chosen", "pool"), [(None, "system"), ("mimalloc", "mimalloc")])
+def test_worker_processes_use_the_system_pool_unless_the_user_chose_one(
+    chosen: str | None, pool: str
+) -> None:
     code = (
         "from tracecore.ingest.control import init_worker; init_worker(None, None); "
         "import pyarrow as pa; print(pa.default_memory_pool().backend_name)"
     )
     env = {k: v for k, v in os.environ.items() if k != CHOSEN_BY_USER}
+    if chosen:
+        env[CHOSEN_BY_USER] = chosen
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.strip() == "system"
+    assert out.stdout.strip() == pool
 
 
 def _packets(out: Path) -> list[tuple]:

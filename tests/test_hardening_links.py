@@ -155,3 +155,27 @@ def test_a_dataset_folder_reached_through_a_link_is_fine(home: Path, tmp_path: P
     assert res.returncode == 0, res.stderr
     res = console("ingest", str(sample_run()), "--out", str(tmp_path / "alias"), "--json", "--quiet")
     assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("target", ["a file outside", "nothing yet"])
+def test_the_lock_is_never_opened_through_a_link(tmp_path: Path, target: str) -> None:
+    """The lock itself, tested directly (ingest refuses a dataset holding a link before it locks): a
+    `.lock` that is a link is refused by both ways of taking it, and what it points at is neither
+    truncated, written with the holder's pid nor created."""
+    from tracecore.errors import DatasetError
+    from tracecore.ingest.lock import dataset_lock, try_lock
+
+    out = tmp_path / "ds"
+    out.mkdir()
+    outside = tmp_path / "passwd"
+    if target == "a file outside":
+        outside.write_text(SECRET)
+    (out / ".lock").symlink_to(outside)
+    refused = r"cannot open the dataset lock: a symbolic link, which tracecore does not follow"
+    with pytest.raises(DatasetError, match=refused), dataset_lock(out):
+        pass
+    assert try_lock(out) is None
+    if target == "a file outside":
+        assert outside.read_text() == SECRET
+    else:
+        assert not outside.exists()
