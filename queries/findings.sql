@@ -63,6 +63,10 @@
 --                   link's bytes are not listed (links that carry only ACKs; default 0.25)
 --   straggler_share, min_late_ns, latency_bytes, slow_link_share, busy_share, peak_share, slow_factor,
 --   idle_ns         collective_verdicts' thresholds (same defaults)
+--   wire, health, steps   names of rows a caller already has (a table, view or common table expression:
+--                   DuckDB's query_table) with the columns of collective_wire, tcp_health and
+--                   step_breakdown for these runs and defaults (the report shares its own); NULL
+--                   (default): computed here
 -- Columns:
 --   run
 --   rank          1, 2, … within the run: problems by cost (unmeasured ones after), then notes
@@ -72,9 +76,11 @@
 --   cost_ns       the time it cost, ns; NULL where not measured
 --   claim         one line: the claim with its numbers
 --   evidence      the tracecore command that shows the rows behind it
-CREATE OR REPLACE MACRO findings(runs := NULL, min_share := 0.05, min_count_share := 0.5, exposed_share := 0.2, idle_share := 0.2,
-    retrans_share := 0.005, min_retransmissions := 10, rtt_factor := 10, coverage_min := 0.9, minor_link_share := 0.25, straggler_share := 0.5, min_late_ns := 1000000, latency_bytes := 65536,
-    slow_link_share := 0.5, busy_share := 0.7, peak_share := 0.7, slow_factor := 1.5, idle_ns := 1000000) AS TABLE
+CREATE OR REPLACE MACRO findings(runs := NULL, min_share := 0.05, min_count_share := 0.5, exposed_share := 0.2,
+    idle_share := 0.2, retrans_share := 0.005, min_retransmissions := 10, rtt_factor := 10, coverage_min := 0.9,
+    minor_link_share := 0.25, straggler_share := 0.5, min_late_ns := 1000000, latency_bytes := 65536,
+    slow_link_share := 0.5, busy_share := 0.7, peak_share := 0.7, slow_factor := 1.5, idle_ns := 1000000,
+    wire := NULL, health := NULL, steps := NULL) AS TABLE
 WITH
 chosen AS MATERIALIZED (
     SELECT run,
@@ -85,7 +91,10 @@ chosen AS MATERIALIZED (
     WHERE runs IS NULL OR list_contains(runs, run)
 ),
 findings_wire AS MATERIALIZED (  -- the collectives on the wire, once for the three views that judge them
-    SELECT * FROM collective_wire(runs := runs, idle_ns := idle_ns)
+    SELECT * FROM collective_wire(runs := runs, idle_ns := idle_ns) WHERE wire IS NULL
+    UNION ALL BY NAME
+    SELECT * FROM query_table(coalesce(wire, 'collective_wire'))
+    WHERE wire IS NOT NULL AND (runs IS NULL OR list_contains(runs, run))
 ),
 verdicts AS MATERIALIZED (
     SELECT *
@@ -199,7 +208,13 @@ shares AS (
     GROUP BY v.run, s.source, s.n, s.span_ns, s.q
 ),
 steps AS MATERIALIZED (
-    SELECT b.*, c.q FROM step_breakdown(runs := runs, idle_ns := idle_ns) AS b JOIN chosen AS c USING (run)
+    SELECT b.*, c.q
+    FROM (
+        SELECT * FROM step_breakdown(runs := runs, idle_ns := idle_ns) WHERE steps IS NULL
+        UNION ALL BY NAME
+        SELECT * FROM query_table(coalesce(steps, 'step_breakdown')) WHERE steps IS NOT NULL
+    ) AS b
+    JOIN chosen AS c USING (run)
 ),
 exposed AS (
     SELECT run, 'problem' AS severity, 'exposed communication' AS finding, worker AS subject,
@@ -229,7 +244,12 @@ health AS MATERIALIZED (
     SELECT h.run, h.src_worker, h.dst_worker, sum(h.data_packets) AS data_packets,
            sum(h.retransmissions) AS retransmissions, sum(h.retransmitted_bytes) AS retransmitted_bytes,
            sum(h.zero_window) AS zero_window, median(h.rtt_median_us) AS rtt_us
-    FROM tcp_health(runs := runs) AS h
+    FROM (
+        SELECT * FROM tcp_health(runs := runs) WHERE health IS NULL
+        UNION ALL BY NAME
+        SELECT * FROM query_table(coalesce(health, 'tcp_health')) WHERE health IS NOT NULL
+    ) AS h
+    JOIN chosen USING (run)
     WHERE h.src_worker IS NOT NULL AND h.dst_worker IS NOT NULL
     GROUP BY h.run, h.src_worker, h.dst_worker
 ),

@@ -212,3 +212,17 @@ def test_sql_over_the_catalog(tmp_path) -> None:
     result = cli("sql", "SELECT * FROM link_util(bin_ns := 1000000) LIMIT 7", "-f", "parquet", "-o", str(out))
     assert result.exit_code == 0, result.output
     assert pq.read_table(out).num_rows == 7
+
+
+def test_a_connection_that_told_its_root_answers_views_next(sample_dataset) -> None:
+    """catalog.root_variable fetched one row of one and left the result unfinished; DuckDB 2 then
+    refused the connection's next query ("connection has an unfinished result"), the report's and
+    explain's among them."""
+    from tracecore.ingest import catalog, open_catalog
+
+    con = open_catalog(sample_dataset, read_only=True)
+    try:
+        assert catalog.root_variable(con) == str(sample_dataset.resolve())
+        assert query.run_view(con, "flow_counts").num_rows > 0
+    finally:
+        con.close()

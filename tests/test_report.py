@@ -393,6 +393,27 @@ def test_gpu_report_draws_every_chart_offline_and_fits_the_window(gpu_report, tm
     assert body["charts-wider-than-page"] == ""
 
 
+def test_gpu_report_leads_with_the_findings_of_explain(gpu_report) -> None:
+    """The first section after the runs is each run's findings, as `tracecore explain` has them."""
+    from tests.test_figures_gpu import gpu_dataset
+    from tracecore.explain import explain
+
+    page = gpu_report.read_text(encoding="utf-8")
+    assert page.index('id="runs"') < page.index('id="findings"') < page.index('id="gpu"')
+    assert '<a href="#runs">Runs</a><a href="#findings">Findings</a>' in page
+    expected = explain(gpu_dataset()).by_run()
+    sections = page.split('id="findings"', 1)[1].split('id="gpu"', 1)[0].split("<section ")[1:]
+    assert len(sections) == len(expected)
+    for part, (run, rows) in zip(sections, expected.items(), strict=True):
+        assert f'<h3 title="{run}">' in part
+        cells = table_cells(part)
+        assert [c[1] for c in cells] == [r["finding"] for r in rows]
+        assert [c[3] for c in cells] == [r["claim"] for r in rows]
+        assert [c[4] for c in cells] == [f"<code>{r['evidence']}</code>" for r in rows]  # cells unescaped
+    w4 = next(part for part in sections if f'title="{W4_RUN}"' in part)
+    assert table_cells(w4)[0][:3] == ["1", "start skew", "370.0 ms"]
+
+
 def test_sections_of_leading_go_above_the_figures(tmp_path, sample_dataset, monkeypatch) -> None:
     """One call puts a section above the figures (where `tracecore explain`'s findings go), with its
     link first in the index; one that has nothing to say (None) leaves no trace."""

@@ -35,10 +35,15 @@ class Explanation:
 
     def by_run(self) -> dict[str, list[dict[str, Any]]]:
         """Each run asked about (in order) with its findings in rank order; [] when it has none."""
-        grouped: dict[str, list[dict[str, Any]]] = {run: [] for run in self.runs}
-        for row in self.findings.to_pylist():
-            grouped.setdefault(row["run"], []).append(row)
-        return grouped
+        return by_run(self.findings, self.runs)
+
+
+def by_run(findings: pa.Table, runs: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """`runs`, in order, each with its rows of the `findings` view in rank order ([] for none)."""
+    grouped: dict[str, list[dict[str, Any]]] = {run: [] for run in runs}
+    for row in findings.to_pylist():
+        grouped.setdefault(row["run"], []).append(row)
+    return grouped
 
 
 def explain(
@@ -56,7 +61,8 @@ def explain(
     return with_dataset(data_dir, work)
 
 
-def _cost(ns: int | None) -> str:
+def cost_text(ns: int | None) -> str:
+    """A finding's cost as a person reads it: ms below a second, else s."""
     if ns is None:
         return "cost not measured"
     if abs(ns) >= 1_000_000_000:
@@ -83,7 +89,7 @@ def as_text(expl: Explanation, width: int | None = None) -> str:
             lines.extend(wrap(f"no finding above the thresholds ({THRESHOLDS})", "  ", "  "))
         for row in rows:
             head = f"{row['rank']}. {row['finding']}"
-            head += f" ({_cost(row['cost_ns'])})" if row["severity"] == "problem" else " (note)"
+            head += f" ({cost_text(row['cost_ns'])})" if row["severity"] == "problem" else " (note)"
             lines.extend(wrap(f"{head}: {safe(row['claim'])}", "  ", "     "))
             lines.extend(wrap(safe(row["evidence"]), "     $ ", "       "))
         lines.append("")
@@ -107,7 +113,7 @@ def as_markdown(expl: Explanation) -> str:
         out.append("| # | finding | cost | claim | evidence |")
         out.append("|---|---|---|---|---|")
         for row in rows:
-            cost = _cost(row["cost_ns"]) if row["severity"] == "problem" else "note"
+            cost = cost_text(row["cost_ns"]) if row["severity"] == "problem" else "note"
             out.append(
                 f"| {row['rank']} | {cell(row['finding'])} | {cost} | {cell(row['claim'])} | "
                 f"`{cell(row['evidence'])}` |"

@@ -23,6 +23,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
+from tracecore.report_findings import findings_section
 from tracecore.report_tables import GPU_TABLES, RUN_COLUMNS, TABLES, Table, html_table, table_rows
 from tracecore.version import __version__
 
@@ -83,9 +84,10 @@ class Leading:
 
 
 # Sections above the figures, in order, each built by a function of (catalog, runs, short run labels)
-# that returns a `Leading`, or None when it has nothing to say for these runs. The findings of
-# `tracecore explain` go first: LEADING.insert(0, findings_section).
-LEADING: list[Callable[[duckdb.DuckDBPyConnection, Runs, dict[str, str]], Leading | None]] = []
+# that returns a `Leading`, or None when it has nothing to say for these runs: the findings of
+# `tracecore explain` first.
+Builds = Callable[["duckdb.DuckDBPyConnection", Runs, dict[str, str]], "Leading | None"]
+LEADING: list[Builds] = [findings_section]
 
 
 def write_report(

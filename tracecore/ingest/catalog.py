@@ -195,7 +195,8 @@ def not_here(root: Path) -> str:
 
 def root_variable(con: duckdb.DuckDBPyConnection) -> str | None:
     """The dataset folder an open catalog's connection reads (`written_here`), for its cursors."""
-    return con.execute(f"SELECT getvariable({_lit(ROOT_VARIABLE)})").fetchone()[0]
+    # fetchall: a result left unfinished (fetchone) makes DuckDB 2 refuse the connection's next `sql()`
+    return con.execute(f"SELECT getvariable({_lit(ROOT_VARIABLE)})").fetchall()[0][0]
 
 
 def cursor(con: duckdb.DuckDBPyConnection, root: str | None) -> duckdb.DuckDBPyConnection:
@@ -324,10 +325,10 @@ def link_bins_sql(con: duckdb.DuckDBPyConnection, workers: list[dict]) -> str:
     """The `link_bins` view: bytes per run, worker, address pair and millisecond of `packets` (its
     de-duplication applied), from the bins ingest stored (`_link_bins`) when they cover every part file
     and no capture was left unbinned."""
-    (uncovered,) = con.execute(
+    ((uncovered,),) = con.execute(
         f"SELECT count(*) {UNBINNED_SQL}"
         " OR EXISTS (SELECT 1 FROM _link_bins WHERE ms IS NULL)"  # a capture not binned (link_bins.py)
-    ).fetchone()
+    ).fetchall()
     if uncovered:
         return LINK_BINS_FROM_PACKETS
     return (
