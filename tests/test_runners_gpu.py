@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 from bench._deps import ensure_torch
 from tests.conftest import netns_made_by, require_tool
 from tracecore.cli.app import app
+from tracecore.runners import nccl_env
 from tracecore.runners.experiment import ExperimentError, parse_experiment
 from tracecore.runners.launchers import Host, host_commands
-from tracecore.runners.preflight import Needs, problems
+from tracecore.runners.preflight import Needs, needs, problems, run_here
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -113,6 +114,46 @@ def test_nccl_policy_logs_each_rank_into_the_run_folder_and_the_users_settings_w
     assert "NCCL_DEBUG" not in gloo
 
 
+# NCCL's profiler event types (ext-profiler's profiler_v5.h): the bits of NCCL_PROFILE_EVENT_MASK
+NCCL_EVENTS = {"group": 1 << 0, "coll": 1 << 1, "p2p": 1 << 2, "proxy_op": 1 << 3, "proxy_step": 1 << 4,
+               "proxy_ctrl": 1 << 5, "kernel_ch": 1 << 6, "net_plugin": 1 << 7, "group_api": 1 << 8,
+               "coll_api": 1 << 9, "p2p_api": 1 << 10, "kernel_launch": 1 << 11}  # fmt: skip
+
+
+def test_a_profiler_plugin_gets_both_reference_plugins_settings_and_run_toml_says_who_set_each() -> None:
+    """With a profiler plugin, every rank's environment holds the example plugin's (events, dump file)
+    and the Inspector's (enable, dump folder, verbose) settings beside the logs'; the experiment's own
+    settings win, and run.toml's [nccl] tells the two apart."""
+    user = {"NCCL_DEBUG": "TRACE", "NCCL_IB_HCA": "mlx5_0", "OMP_NUM_THREADS": "2"}
+    cmds = commands({"kind": "ddp", "device": "cuda", "nccl_profiler_plugin": "/p/lib.so", "env": user})
+    env = [{k: v for k, v in c.env if k.startswith("NCCL_")} for c in cmds]
+    # group, collective, proxy op and step, kernel channel, network plugin, group/collective API, launch
+    # (the corpus' plugin runs: event mask 3035)
+    events = ("group", "coll", "proxy_op", "proxy_step", "kernel_ch", "net_plugin", "group_api", "coll_api",
+              "kernel_launch")  # fmt: skip
+    assert env[1] == {
+        "NCCL_DEBUG": "TRACE",
+        "NCCL_DEBUG_SUBSYS": "INIT,BOOTSTRAP,ENV,GRAPH,NET,PROFILE",
+        "NCCL_DEBUG_FILE": "/runs/r/worker-1-nccl.%h.%p.log",
+        "NCCL_SOCKET_IFNAME": "eth1",
+        "NCCL_IB_HCA": "mlx5_0",
+        "NCCL_PROFILER_PLUGIN": "/p/lib.so",
+        "NCCL_PROFILE_EVENT_MASK": str(sum(NCCL_EVENTS[e] for e in events)),
+        "NCCL_PROFILE_DUMP_FILE": "/runs/r/nccl-profiler-example",
+        "NCCL_INSPECTOR_ENABLE": "1",
+        "NCCL_INSPECTOR_DUMP_DIR": "/runs/r/nccl-inspector",
+        "NCCL_INSPECTOR_DUMP_VERBOSE": "1",
+    }
+    assert env[0] == {**env[1], "NCCL_DEBUG_FILE": "/runs/r/worker-0-nccl.%h.%p.log"}
+    recorded = nccl_env.record([dict(c.env) for c in cmds], user)
+    assert recorded == {
+        "env": dict(sorted(env[0].items())),
+        "set_by_tracecore": sorted(set(env[0]) - {"NCCL_DEBUG", "NCCL_IB_HCA"}),
+        "set_by_experiment": ["NCCL_DEBUG", "NCCL_IB_HCA"],
+    }
+    assert list(recorded["env"]) == sorted(env[0])
+
+
 CUDA_NEED = Needs(("tcpdump",), "eth1", "eth1", "python3", cuda_gpus=2, nccl=True)
 GPU = {"tracecore": True, "torch": "2.13.0", "cuda_build": "12.8", "gpus": 2, "nccl": True, "gloo": True}
 NO_TORCH = "ModuleNotFoundError: No module named 'torch'"
@@ -151,6 +192,25 @@ def facts(**changes: object) -> str:
 )  # fmt: skip
 def test_preflight_names_the_host_and_the_fix(output: str, said: list[str]) -> None:
     assert problems("gpu-a", CUDA_NEED, output) == said
+
+
+@pytest.mark.parametrize(
+    ("program", "said"),
+    [
+        ("/opt/nowhere/train.sh", ["this machine: /opt/nowhere/train.sh not found on PATH (install it or give"
+                                   " its full path)"]),
+        (sys.executable, []),
+    ],
+)  # fmt: skip
+def test_preflight_looks_for_a_custom_launchers_program(program: str, said: list[str]) -> None:
+    """A launcher that runs the user's own program (`command`) needs that program on every host, and no
+    interpreter with torch: the real probe, run on this machine, finds it or names it."""
+    exp = experiment({"kind": "command", "program": [program, "--rank", "{rank}"]}, backend=["gloo"])
+    cmds = host_commands(exp.runs[0], exp.launcher, HOSTS, "/runs/r", "python3")
+    need = needs(exp, cmds, ("", ""))
+    assert (need.tools, need.python, need.cuda_gpus) == (("tcpdump", program), "", 0)
+    require_tool("tcpdump")
+    assert problems("this machine", need, run_here(need.probe_argv(), "this machine")) == said
 
 
 @pytest.mark.netns
