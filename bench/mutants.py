@@ -973,6 +973,59 @@ MUTANTS = [
             "test_a_process_with_two_communicators_of_one_size_takes_the_first_for_its_default_group",
         ),
     ),
+    Mutant(
+        "compare.pair_payload_is_frame_bytes",
+        "queries/compare.sql",
+        "unnest([bytes / steps, payload_bytes / steps])",
+        "unnest([bytes / steps, bytes / steps])",
+        "a worker pair's payload per step taken as its frame bytes",
+    ),
+    Mutant(
+        "arrow_pool.worker_replaces_the_users_pool",
+        "tracecore/ingest/arrow_pool.py",
+        "    if not os.environ.get(CHOSEN_BY_USER):",
+        "    if True:",
+        "ingest's worker processes replace the Arrow pool the user chose with the system allocator",
+        ("tests/test_arrow_pool.py::test_worker_processes_use_the_system_pool_unless_the_user_chose_one",),
+    ),
+    Mutant(
+        "lock.follows_a_link",
+        "tracecore/ingest/lock.py",
+        "_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW",
+        "_FLAGS = os.O_RDWR | os.O_CREAT",
+        "a .lock that is a symbolic link opened through it: the file it names truncated and written",
+        ("tests/test_hardening_links.py::test_the_lock_is_never_opened_through_a_link",),
+    ),
+    Mutant(
+        "preflight.custom_program_unchecked",
+        "runners/preflight.py",
+        'tools = ("tcpdump", *((program,) if program and not builtin else ()))',
+        'tools = ("tcpdump",)',
+        "a custom launcher's program never looked for: the run fails on the hosts instead",
+        ("tests/test_runners_gpu.py::test_preflight_looks_for_a_custom_launchers_program",),
+    ),
+    Mutant(
+        "nccl_env.inspector_quiet",
+        "runners/nccl_env.py",
+        'NCCL_INSPECTOR_DUMP_VERBOSE="1",',
+        'NCCL_INSPECTOR_DUMP_VERBOSE="0",',
+        "NCCL Inspector asked for its short records, without the per-channel kernel times the views read",
+        (
+            "tests/test_runners_gpu.py::"
+            "test_a_profiler_plugin_gets_both_reference_plugins_settings_and_run_toml_says_who_set_each",
+        ),
+    ),
+    Mutant(
+        "nccl_env.users_settings_as_tracecores",
+        "runners/nccl_env.py",
+        '"set_by_tracecore": sorted(k for k in first if k.startswith("NCCL_") and k not in user_env),',
+        '"set_by_tracecore": sorted(k for k in first if k.startswith("NCCL_")),',
+        "run.toml credits tracecore with the NCCL settings the experiment made",
+        (
+            "tests/test_runners_gpu.py::"
+            "test_a_profiler_plugin_gets_both_reference_plugins_settings_and_run_toml_says_who_set_each",
+        ),
+    ),
     # ---- the grids' size bound (issue 25, item 13) ---------------------------------------------------
     Mutant(
         "grid_check.limit_a_zero_too_many",
