@@ -10,10 +10,13 @@
 -- tshark without reassembly). A run with part files read before schema version 5 (`_files.read_version`:
 -- no TCP sequence numbers, acknowledgments or windows were stored) is refused in one line naming
 -- `tracecore ingest --force`, not answered with no flows. Sequence numbers are unwrapped across 2^32
--- by summing the signed 32-bit steps between a flow's packets, so flows of any length work; a flow's
--- packets are then taken in time order, packets of one timestamp by unwrapped sequence number (then
--- length, acknowledgment, flags, window: one order, so the answer is the same on any number of
--- threads). "The reverse flow's last packet" before a packet is its last of an earlier timestamp.
+-- by summing the signed 32-bit steps between a flow's packets, so flows of any length work; a SYN or
+-- SYN+ACK whose sequence number is not that of the flow's SYN before it starts the flow afresh (a new
+-- connection on the same ports, or the SYN+ACK after a RST, sequence number 0, refused an earlier SYN:
+-- tshark's "port numbers reused"); a flow's packets are then taken in time order, packets of one
+-- timestamp by unwrapped sequence number (then length, acknowledgment, flags, window: one order, so
+-- the answer is the same on any number of threads). "The reverse flow's last packet" before a packet
+-- is its last of an earlier timestamp.
 -- What one direction can count: the paper's captures are sender-side (each worker captures what
 -- it sends), so a flow's data and its ACKs are in different workers' files, and a run captured on
 -- only some hosts has flows whose reverse is missing (reverse_seen false). From its own packets a

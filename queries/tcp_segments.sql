@@ -6,9 +6,9 @@
 -- flow retransmitted (collective_verdicts: during which collective) count what tcp_health counts.
 -- One row per TCP packet whose header the capture holds; a flow is `flow` = hash(run, src_ip,
 -- src_port, dst_ip, dst_port), its reverse `back` (a view joins its own flows' names by that hash).
--- Deterministic: a flow's packets are taken in one total order (ts_ns, rel, span, tcp_ack, flags,
--- window; rows equal in all of these are equal in every column used), and "the reverse flow's last
--- packet before" is the last in that order of the last earlier timestamp, whatever the thread count.
+-- Deterministic: a flow's packets are taken in one total order per epoch (ts_ns, rel, span, tcp_ack,
+-- flags, window; rows equal in all of these are equal in every column used), and "the reverse flow's
+-- last packet before" is the last in that order of the last earlier timestamp, whatever the thread count.
 --
 -- Parameters:
 --   runs, from_ns, to_ns, ooo_ns   as tcp_health's
@@ -18,7 +18,10 @@
 --   fl, sq, ak, win, shift   TCP flags, sequence and acknowledgment numbers, window, SYN window scale
 --   len                 TCP payload, bytes
 --   span                len + 1 for SYN and for FIN (the sequence space the packet occupies)
---   rel                 sequence number unwrapped across 2^32, relative to the flow's first packet
+--   epoch               the flow's connection: 0, then 1, 2, … from each SYN or SYN+ACK whose sequence
+--                       number is not that of the flow's SYN before it (rows of one microsecond share one)
+--   rel                 sequence number unwrapped across 2^32 (an offset of the flow's first packet; 0 steps
+--                       from the SYN that starts an epoch); compare it only within an epoch
 --   nxt, nxt_ns         the highest sequence end the flow sent before it, and when the packet that
 --                       first reached it was sent
 --   last_at_ts          the flow's last packet at its ts_ns (in the order above): the row an as-of
@@ -46,35 +49,52 @@ WITH seg AS (
     FROM packets_window(runs := runs, from_ns := from_ns, to_ns := to_ns)
     WHERE ip_proto = 6 AND tcp_window IS NOT NULL AND tcp_flags IS NOT NULL
 ),
+restarts AS (
+    -- a SYN (or SYN+ACK) whose sequence number is not that of the flow's SYN before it starts the flow
+    -- afresh from its microsecond on (an epoch): a new connection on the same ports (tshark: "port
+    -- numbers reused"), or the SYN+ACK of a SYN sent again after the RST (sequence number 0) that
+    -- refused it; nothing the flow sent before is `next` for it
+    SELECT flow, ts_ns, row_number() OVER (PARTITION BY flow ORDER BY ts_ns) AS epoch
+    FROM (
+        SELECT DISTINCT flow, ts_ns FROM (
+            SELECT flow, ts_ns, sq, lag(sq) OVER (PARTITION BY flow ORDER BY ts_ns, sq) AS prev
+            FROM seg WHERE fl & 2 = 2
+        ) WHERE prev IS DISTINCT FROM sq
+    )
+),
 stepped AS (
     -- the signed 32-bit step of the sequence number from the flow's previous packet in (time, raw
     -- number) order: their sum is the unwrapped number whatever the order within a timestamp, as long
-    -- as neighbours lie less than 2^31 apart
-    SELECT *,
-           (sq::BIGINT - coalesce(lag(sq) OVER (PARTITION BY flow ORDER BY ts_ns, sq), sq)::BIGINT + 6442450944)
-               % 4294967296 - 2147483648 AS step
-    FROM seg
+    -- as neighbours lie less than 2^31 apart; 0 where an epoch starts
+    SELECT s.*, coalesce(r.epoch, 0) AS epoch,
+           CASE WHEN r.ts_ns = s.ts_ns AND s.fl & 2 = 2 THEN 0
+                ELSE (s.sq::BIGINT + 6442450944
+                      - coalesce(lag(s.sq) OVER (PARTITION BY s.flow ORDER BY s.ts_ns, s.sq), s.sq)::BIGINT)
+                     % 4294967296 - 2147483648
+           END AS step
+    FROM seg AS s
+    ASOF LEFT JOIN restarts AS r ON r.flow = s.flow AND r.ts_ns <= s.ts_ns
 ),
 unwrapped AS (
     SELECT * EXCLUDE (step), sum(step) OVER (PARTITION BY flow ORDER BY ts_ns, sq ROWS UNBOUNDED PRECEDING) AS rel
     FROM stepped
 ),
 reached AS (
-    -- `next`: the highest sequence end before this packet; `raised`: this packet raised it
+    -- `next`: the highest sequence end before this packet
     SELECT *, max(rel + span) OVER before AS nxt,
            lag(win) OVER f AS prev_win, lag(ak) OVER f AS prev_ak,
            lead(ts_ns) OVER f IS DISTINCT FROM ts_ns AS last_at_ts
     FROM unwrapped
-    WINDOW f AS (PARTITION BY flow ORDER BY ts_ns, rel, span, ak, fl, win),
+    WINDOW f AS (PARTITION BY flow, epoch ORDER BY ts_ns, rel, span, ak, fl, win),
            before AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 ends AS (
     -- when `next` was reached: the last packet before this one that raised it (tshark's nextseqtime)
-    SELECT *, max(ts_ns) FILTER (WHERE nxt IS NULL OR rel + span > nxt) OVER before AS nxt_ns,
+    SELECT *, max(ts_ns) FILTER (WHERE nxt IS NULL OR rel + span > nxt) OVER earlier AS nxt_ns,
            sum((ak IS DISTINCT FROM prev_ak)::BIGINT) OVER (f ROWS UNBOUNDED PRECEDING) AS ack_run
     FROM reached
-    WINDOW f AS (PARTITION BY flow ORDER BY ts_ns, rel, span, ak, fl, win),
-           before AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    WINDOW f AS (PARTITION BY flow, epoch ORDER BY ts_ns, rel, span, ak, fl, win),
+           earlier AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 classified AS (
     SELECT *,
@@ -83,7 +103,7 @@ classified AS (
                AND NOT (len > 1 AND rel = nxt - 1) AS behind,
            len = 0 AND fl & 7 = 0 AND win > 0 AND win = prev_win AND ak = prev_ak AND rel = nxt AS dup_ack,
            -- a sequence end sent more than once is no RTT sample (Karn)
-           count(*) FILTER (WHERE span > 0) OVER (PARTITION BY flow, (sq::BIGINT + span) % 4294967296)
+           count(*) FILTER (WHERE span > 0) OVER (PARTITION BY flow, epoch, (sq::BIGINT + span) % 4294967296)
                AS sends_of_end
     FROM ends
 ),
@@ -96,8 +116,9 @@ acked AS (
 ),
 counted AS (
     SELECT *,
-           count(*) FILTER (WHERE dup_ack) OVER (PARTITION BY flow, ack_run ORDER BY ts_ns, rel, span, ak, fl, win
-                                                 ROWS UNBOUNDED PRECEDING) AS dups
+           count(*) FILTER (WHERE dup_ack) OVER (PARTITION BY flow, epoch, ack_run
+                                                 ORDER BY ts_ns, rel, span, ak, fl, win ROWS UNBOUNDED PRECEDING)
+               AS dups
     FROM acked
 ),
 syn AS (  -- SYNs without ACK, by connection (a key shared by both directions)
