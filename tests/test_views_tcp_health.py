@@ -335,6 +335,23 @@ RULES = {
         (350, False, 5001, 4001, ACK, 1000, 0),
         (360, True, 2001, 5001, ACK, 1000, 1000),
     ],
+    # a re-sends 2001-3000, ending at `next`, long after, then 1001-2000: `next` was reached at 301 µs,
+    # not again by the re-send (tshark keeps the first packet's time), so the second is a retransmission
+    "resent-to-next": [
+        (301, True, 2001, 5001, ACK, 1000, 1000),
+        (2000, True, 2001, 5001, ACK, 1000, 1000),
+        (2050, True, 1001, 5001, ACK, 1000, 1000),
+    ],
+    # the connection re-sends its last segment, and a new one on the same ports starts lower (SYN at
+    # 7000 < 2001): a new connection to tshark ("port numbers reused"), whose SYN and data are no
+    # retransmissions of the old one's
+    "ports-reused": [
+        (5000, True, 1001, 5001, ACK, 1000, 1000),
+        (1_000_000, True, 7000, 0, SYN, 1000, 0),
+        (1_000_100, False, 9000, 7001, SYN | ACK, 1000, 0),
+        (1_000_200, True, 7001, 9001, ACK, 1000, 0),
+        (1_000_300, True, 7001, 9001, ACK, 1000, 1000),
+    ],
     # b refused the first SYN (RST, sequence number 0), the RST was lost, a sent the SYN again 1 s later:
     # b's SYN+ACK starts its flow afresh, and its ACKs of the hole at 2001 are duplicate ACKs (before,
     # its initial sequence number ≥ 2^31 lay 2^31 below the RST's 0, which stayed b's `next`: no
@@ -389,6 +406,8 @@ def test_tsharks_rules_on_crafted_segments(tmp_path: Path) -> None:
         "next-minus-one": (0, 0, 0),
         "acked-unseen": (1, 1, 0),
         "acked-soon": (1, 1, 0),
+        "resent-to-next": (2, 0, 0),
+        "ports-reused": (1, 0, 0),
         "refused-first": (1, 0, 0),  # the SYN sent again
     }
     assert got["refused-first"][sent[2:] + sent[:2]]["dup_acks"] == 2
