@@ -73,6 +73,23 @@ def test_absurd_bins_are_one_friendly_line(value: str) -> None:
     assert "INT64" not in lines[0].upper()
 
 
+def test_a_window_ending_past_the_run_is_sized_by_the_run() -> None:
+    """`--to` past the run's last packet adds no bins: the estimate clips the window to the run (sized
+    up to the 1000 s asked, the 1 ms grid would be 12 million rows and refused)."""
+    span, pairs = sample_span_and_pairs()
+    con = open_dataset()
+    try:
+        ((rows,),) = con.execute(
+            "SELECT rows FROM grid_rows(bin_ns := 1000000, runs := [?], to_ns := 1000000000000)", [SAMPLE]
+        ).fetchall()
+        past = query.run_view(con, "link_util", runs=[SAMPLE], params={"bin_ns": "1ms", "to_ns": 10**12})
+        whole = query.run_view(con, "link_util", runs=[SAMPLE], params={"bin_ns": "1ms"})
+    finally:
+        con.close()
+    assert rows == (span // 1_000_000 + 2) * pairs
+    assert 0 < past.num_rows == whole.num_rows <= rows
+
+
 def test_memory_limit_and_spill_folder_are_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACECORE_MEMORY_LIMIT", "1GB")
     con = open_dataset()
