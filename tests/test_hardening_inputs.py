@@ -169,25 +169,20 @@ NCCL_LINES = (
 )
 
 
-def test_a_utf16_log_is_named_not_skipped_in_silence(tmp_path: Path) -> None:
+def test_a_utf16_log_is_read_not_skipped_in_silence(tmp_path: Path) -> None:
     """Before: a UTF-16 NCCL log (with or without a byte-order mark) passed for a binary file and was
-    skipped without a word, while random bytes got 'not a log format tracecore knows' (issue 25,
-    item 17)."""
+    skipped without a word (issue 25, item 17), then was named and skipped; now it is read in its
+    encoding, as a UTF-8 one (issue 36, item 3)."""
     run = copy_run(tmp_path / "src")
     (run / "worker-0-nccl.log").write_bytes(NCCL_LINES.encode("utf-16"))  # PowerShell's `>`: a BOM
     (run / "worker-1-nccl.log").write_bytes(NCCL_LINES.encode("utf-16-be"))  # none
-    (run / "worker-2-nccl.log").write_text(NCCL_LINES)  # UTF-8: read
+    (run / "worker-2-nccl.log").write_text(NCCL_LINES)  # UTF-8
     rc, report, stderr = _ingest_cli(str(run), "--out", str(tmp_path / "data"))
     assert rc == 0, stderr
-    wide = sorted(w for w in report["warnings"] if "tracecore reads logs as UTF-8" in w)
-    assert wide == [
-        f"{run / 'worker-0-nccl.log'}: UTF-16LE text, and tracecore reads logs as UTF-8; skipped: convert "
-        "it (iconv -f UTF-16LE -t UTF-8 FILE > FILE.utf8.log) and ingest again",
-        f"{run / 'worker-1-nccl.log'}: UTF-16BE text, and tracecore reads logs as UTF-8; skipped: convert "
-        "it (iconv -f UTF-16BE -t UTF-8 FILE > FILE.utf8.log) and ingest again",
-    ]
+    assert not [w for w in report["warnings"] if "nccl.log" in w]
     con = open_catalog(tmp_path / "data")
     try:
-        assert con.execute("SELECT count(*) FROM nccl_ranks").fetchone() == (1,)  # the UTF-8 one
+        got = con.execute("SELECT worker, rank, nranks FROM nccl_ranks ORDER BY worker").fetchall()
+        assert got == [("W1", 0, 2), ("W2", 0, 2), ("W3", 0, 2)]
     finally:
         con.close()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracecore.ingest.runname import RunMeta, apply_run_toml, parse_run_name
-from tracecore.logs import wide_encoding
+from tracecore.logs import looks_like_text, wide_encoding
 from tracecore.reader.formats import container_of
 from tracecore.reader.source import compression_in
 
@@ -156,10 +156,10 @@ def sniff(path: Path) -> str:
         return "compressed"
     if not head:
         return "empty"
-    if b"\x00" not in head:
-        return "text"
     if wide_encoding(head) is not None:
-        return "wide text"  # offered to ingest as a log, which names the encoding it cannot read
+        return "wide text"  # a log in UTF-16 or UTF-32, which the parsers read as such
+    if b"\x00" not in head or looks_like_text(head.decode("utf-8", "replace")):
+        return "text"  # NULs in text: the blocks a crash leaves in a log being written
     return "other"
 
 
@@ -252,7 +252,7 @@ def _nested_logs(folder: Path) -> list[Path]:
         for p in entries:
             if _not_readable(p) is None and not _named_like_capture(p.name):
                 kind = sniff(p)
-                if kind == "text" or (kind == "compressed" and _is_gzip(p)):
+                if kind in ("text", "wide text") or (kind == "compressed" and _is_gzip(p)):
                     found.append(p)
     return found
 

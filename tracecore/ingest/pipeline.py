@@ -556,6 +556,8 @@ def _parse_logs(
     from tracecore.arrow_rows import array  # not pa.array: it imports pandas
     from tracecore.ingest.discover import worker_stem
     from tracecore.logs import detect_parser
+    from tracecore.logs._chrome import RECORD_ERRORS
+    from tracecore.logs._collectives import duplicate_ranks
 
     by_stem: dict[str, list[str]] = {}
     for key, label in labels.items():
@@ -563,22 +565,34 @@ def _parse_logs(
         if stem is not None:
             by_stem.setdefault(stem, []).append(label)
     offered = [(path, False) for path in run.logs] + [(path, True) for path in run.nested_logs]
+    read = []
     for path, nested in offered:
         parser = detect_parser(path, nested=nested)
         if parser is None:
-            encoding = _wide(path)
-            if encoding is not None:
-                summary.warnings.append(
-                    f"{path}: {encoding} text, and tracecore reads logs as UTF-8; skipped: convert it "
-                    f"(iconv -f {encoding} -t UTF-8 FILE > FILE.utf8.log) and ingest again"
-                )
-            elif path.suffix.lower() in (".log", ".csv") and not nested:
+            if path.suffix.lower() in (".log", ".csv") and not nested:
                 summary.warnings.append(f"{path}: not a log format tracecore knows; skipped")
             continue
         try:
             parsed = parser.parse(path)
         except (OSError, ValueError, TracecoreError) as err:
             summary.problems.append((str(path), f"cannot parse as {parser.table}: {err}"))
+            continue
+        except (*RECORD_ERRORS, pa.ArrowException) as err:  # a parser's fault: the file, never the ingest
+            why = f"{type(err).__name__}: {str(err)[:200]}"
+            summary.problems.append((str(path), f"cannot parse as {parser.table} (tracecore's fault: {why})"))
+            continue
+        read.append((path, nested, parser, parsed))
+    refused = duplicate_ranks(
+        [(str(p), {parser.table: parsed.table, **parsed.more}) for p, _, parser, parsed in read]
+    )
+    for path, nested, parser, parsed in read:
+        if str(path) in refused:
+            kept, (source, comm, rank) = refused[str(path)]
+            what = "steps" if comm == "steps" else f"communicator {comm}"
+            summary.warnings.append(
+                f"{path}: records rank {rank} of {source} {what}, as {kept} does; not read (one file per"
+                " rank and source: its collectives would count twice)"
+            )
             continue
         if parsed.bad_lines:
             example = parsed.first_bad[0] if parsed.first_bad else ""
@@ -600,17 +614,6 @@ def _parse_logs(
                 tables[name] += table.to_pylist()
             else:
                 extra.setdefault(name, []).append(table)
-
-
-def _wide(path: Path) -> str | None:
-    """The UTF-16/32 encoding of a log that no parser took (logs.wide_encoding), or None."""
-    from tracecore.logs import HEAD_BYTES, wide_encoding
-
-    try:
-        with open(path, "rb") as fh:
-            return wide_encoding(fh.read(HEAD_BYTES))
-    except OSError:
-        return None
 
 
 def _concat(tables: list) -> object:

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracecore.logs._text import HEAD_BYTES, looks_like_text, read_head
+from tracecore.logs._text import wide_encoding as wide_encoding  # for ingest's discovery
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -67,7 +70,6 @@ PARSER_MODULES: tuple[str, ...] = (
     "nccl",  # NCCL_DEBUG=INFO lines (`host:pid:tid [dev] NCCL INFO …`) anywhere in the head
 )
 
-HEAD_BYTES = 8192
 # Parsers whose files live in a subfolder of the run folder (NCCL Inspector's dump folder): ingest
 # offers the files one level down to these only, so no other log gains rows from a new place.
 NESTED_TABLES = frozenset({"collectives"})
@@ -79,41 +81,12 @@ def parsers() -> tuple[LogParser, ...]:
     return tuple(importlib.import_module(f"{__name__}.{module}").PARSER for module in PARSER_MODULES)
 
 
-_BOMS = (
-    (b"\xff\xfe\x00\x00", "UTF-32LE"),
-    (b"\x00\x00\xfe\xff", "UTF-32BE"),
-    (b"\xff\xfe", "UTF-16LE"),
-    (b"\xfe\xff", "UTF-16BE"),
-)
-
-
-def wide_encoding(head: bytes) -> str | None:
-    """'UTF-16LE' (…) when the first bytes of a file are text in UTF-16 or UTF-32, else None.
-
-    Why: the parsers read UTF-8, where such a file's every other byte is a NUL, so it would pass for a
-    binary file and be skipped without a word (a Windows editor or PowerShell's `>` writes UTF-16).
-    Known by its byte-order mark, or without one by ASCII text with a NUL after (or before) each byte.
-    """
-    for bom, name in _BOMS:
-        if head.startswith(bom):
-            return name
-    pairs = len(head) // 2
-    if pairs < 8:
-        return None
-    even, odd = head[0 : 2 * pairs : 2], head[1 : 2 * pairs : 2]
-    for text, zeros, name in ((even, odd, "UTF-16LE"), (odd, even, "UTF-16BE")):
-        if zeros.count(0) == pairs and 0 not in text and all(9 <= b < 127 for b in text):
-            return name
-    return None
-
-
 def detect_parser(path: Path, nested: bool = False) -> LogParser | None:
     """The first parser in `PARSER_MODULES` order that recognises the file (read through gzip when
     compressed), or None; `nested`: the file is in a subfolder, where only event sources are read."""
-    from tracecore.logs._text import read_head
-
     head = read_head(path, HEAD_BYTES)
-    if not head or "\x00" in head:
+    if not looks_like_text(head):
         return None  # empty, unreadable or binary (a capture)
+    head = head.replace("\x00", "")  # NULs a crash left: the parsers read around them
     found = next((p for p in parsers() if p.detect(head)), None)
     return None if found is None or (nested and found.table not in NESTED_TABLES) else found

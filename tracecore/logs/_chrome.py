@@ -6,27 +6,36 @@ NCCL's example profiler plugin and Horovod write a bare array `[ {…}, … ]`, 
 unterminated. `TraceRecords` yields each event object with the line it starts on and keeps the
 object's other top-level values (`meta`), so a trace of any size costs one read window: the text is
 decoded in `CHUNK` pieces and each record must fit in `MAX_RECORD` characters. A record that does not
-decode is one bad line, and reading resumes at the next record (a `{` after a `,` or at the start of a
-line: not one nested in the bad record); a damaged gzip stream ends the file
-there, counted once, with the records before it kept.
+decode (invalid, nested deeper than Python's decoder goes, too long) is one bad line, and reading
+resumes after it: past its brackets when they close within `MAX_RECORD`, else at the next record (a `{`
+after a `,` or at the start of a line: not one nested in the bad record). NUL bytes between records
+(the blocks a crash leaves) are white space. A damaged gzip stream, or one that expands past its limit
+(`_text.open_text`), ends the file there, counted once, with the records before it kept. A parser that
+cannot use a record it was given counts it as a bad line too (`each_record`).
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
-import zlib
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tracecore.logs._common import BadLines
-from tracecore.logs._text import open_text
+from tracecore.logs._text import STREAM_ERRORS, ExpansionError, open_text
 
 CHUNK = 1 << 20  # characters kept before the window moves on
 READ = 1 << 16  # characters read at a time (a damaged gzip stream loses at most the piece being read)
 MAX_RECORD = 1 << 20  # the longest record (or top-level value) decoded; longer ones are bad lines
 MAX_META_KEYS = 64  # top-level values kept beside the events
+_SPACE = re.compile(r"[ \t\r\n\x00]*")  # white space between records (NULs a crash left too)
+_SPACE_OR_COMMA = re.compile(r"[ \t\r\n\x00,]*")
+_BRACKET_OR_QUOTE = re.compile(r'[\[\]{}"]')
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# what a parser's use of one decoded record may raise on hostile values (a list where a number goes,
+# a number past every type): the record is one bad line, never the file's end
+RECORD_ERRORS = (ArithmeticError, LookupError, RecursionError, TypeError, ValueError, AttributeError)
 
 
 class TraceRecords:
@@ -58,8 +67,9 @@ class TraceRecords:
                 self._counted = (0, self._line_at_buf)
             try:
                 piece = self._fh.read(READ) if self._fh is not None else ""
-            except (EOFError, zlib.error, gzip.BadGzipFile) as err:
-                self.bad.add(self._line(len(self._buf)), "", f"compressed stream damaged: {err}")
+            except STREAM_ERRORS as err:
+                why = str(err) if isinstance(err, ExpansionError) else f"compressed stream damaged: {err}"
+                self.bad.add(self._line(len(self._buf)), "", why)
                 piece = ""
             if not piece:
                 self._eof = True
@@ -74,16 +84,16 @@ class TraceRecords:
         self._counted = (offset, line)
         return line
 
-    def _skip_space(self, chars: str = " \t\r\n") -> str:
-        """The next character that is not in `chars` ('' at the end of the file)."""
+    def _skip_space(self, space: re.Pattern[str] = _SPACE) -> str:
+        """The next character that `space` does not match ('' at the end of the file); a run of white
+        space of any length is passed over in pieces of the read window."""
         while True:
             self._fill(1)
             if self._pos >= len(self._buf):
                 return ""
-            ch = self._buf[self._pos]
-            if ch not in chars:
-                return ch
-            self._pos += 1
+            self._pos = space.match(self._buf, self._pos).end()  # type: ignore[union-attr]
+            if self._pos < len(self._buf):
+                return self._buf[self._pos]
 
     def _rest_of_line(self) -> str:
         end = self._buf.find("\n", self._pos, self._pos + 200)
@@ -97,11 +107,13 @@ class TraceRecords:
         line = self._line(self._pos)
         try:
             value, end = self._decoder.raw_decode(self._buf, self._pos)
-        except json.JSONDecodeError as err:
+        except (json.JSONDecodeError, RecursionError) as err:
             too_long = not self._eof and len(self._buf) - self._pos >= self.max_record
-            why = f"a record longer than {self.max_record} characters" if too_long else err.msg
+            why = err.msg if isinstance(err, json.JSONDecodeError) else "nested too deep"
+            why = f"a record longer than {self.max_record} characters" if too_long else why
             self.bad.add(line, self._rest_of_line(), why)
-            self._skip_to_next_object()
+            if not self._skip_value():
+                self._skip_to_next_object()
             return False, None
         if end - self._pos > self.max_record:  # decoded whole from a short file; still over the limit
             self.bad.add(line, self._rest_of_line(), f"a record longer than {self.max_record} characters")
@@ -109,6 +121,28 @@ class TraceRecords:
             return False, None
         self._pos = end
         return True, value
+
+    def _skip_value(self) -> bool:
+        """Move past the object, array or string at the cursor by its brackets and quotes, when it
+        closes within `max_record` characters (its content need not decode); False, unmoved, else."""
+        buf, at = self._buf, self._pos
+        stop = min(len(buf), at + self.max_record)
+        if at >= stop or buf[at] not in '{["':
+            return False
+        depth = 0
+        while (found := _BRACKET_OR_QUOTE.search(buf, at, stop)) is not None:
+            if found.group() == '"':
+                string = _STRING.match(buf, found.start(), stop)
+                if string is None:
+                    return False
+                at = string.end()
+            else:
+                depth += 1 if found.group() in "[{" else -1
+                at = found.end()
+            if depth <= 0:
+                self._pos = at
+                return True
+        return False
 
     def _skip_to_next_object(self) -> None:
         """Move past the current (bad) record to the next `{` that starts a record: one after a `,` or
@@ -148,7 +182,7 @@ class TraceRecords:
         """Records of an array up to its `]`; at the top level, a `]` is passed over (Horovod closes
         the array after each record and reopens it), so records after one are still read."""
         while True:
-            ch = self._skip_space(" \t\r\n,")
+            ch = self._skip_space(_SPACE_OR_COMMA)
             if not ch:
                 return
             if ch == "]":
@@ -158,7 +192,8 @@ class TraceRecords:
                 return
             if ch != "{":
                 self.bad.add(self._line(self._pos), self._rest_of_line(), "not a JSON object")
-                self._skip_to_next_object()
+                if not self._skip_value():
+                    self._skip_to_next_object()
                 continue
             line = self._line(self._pos)
             ok, record = self._decode()
@@ -168,7 +203,7 @@ class TraceRecords:
     def _object(self) -> Iterator[tuple[int, dict]]:
         """The top-level object: `traceEvents` streamed, every other value kept in `meta`."""
         while True:
-            ch = self._skip_space(" \t\r\n,")
+            ch = self._skip_space(_SPACE_OR_COMMA)
             if not ch or ch == "}":
                 return
             line = self._line(self._pos)
@@ -176,7 +211,8 @@ class TraceRecords:
             if not ok or not isinstance(key, str):
                 if ch != '"':
                     self.bad.add(line, self._rest_of_line(), "not a key of the trace object")
-                    self._skip_to_next_object()
+                    if not self._skip_value():
+                        self._skip_to_next_object()
                 continue
             if self._skip_space() != ":":
                 self.bad.add(line, self._rest_of_line(), f"no ':' after key {key[:40]!r}")
@@ -189,6 +225,25 @@ class TraceRecords:
             ok, value = self._decode()
             if ok and len(self.meta) < MAX_META_KEYS:
                 self.meta[key] = value
+
+
+def each_record(records: TraceRecords, use: Callable[[int, dict], None]) -> None:
+    """`use(line, record)` for every record, a record it cannot use (RECORD_ERRORS) one bad line."""
+    for line, record in records:
+        try:
+            use(line, record)
+        except RECORD_ERRORS as err:
+            records.bad.add(
+                line, preview(record), f"cannot read the record: {type(err).__name__}: {str(err)[:120]}"
+            )
+
+
+def preview(record: object) -> str:
+    """The start of a record as JSON, for a bad line's example."""
+    try:
+        return json.dumps(record)[:160]
+    except (ValueError, TypeError, RecursionError):
+        return str(type(record).__name__)
 
 
 def int_or_none(value: object) -> int | None:

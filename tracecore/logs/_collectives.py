@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from tracecore import arrow_rows
+from tracecore.logs._common import BadLines
 
 _STR, _I32, _I64, _F64 = pa.string(), pa.int32(), pa.int64(), pa.float64()
 
@@ -100,6 +102,73 @@ TABLES: dict[str, pa.Schema] = {
 }
 
 SOURCES = ("pytorch_profiler", "nccl_inspector", "nccl_profiler", "horovod_timeline")
+
+# The times an event source may place an event at, UTC ns: from 2000-01-01 to 2200-01-01. A clock
+# outside (a bogus base, a GPU timer read as int64's largest value) is refused, never stored as 1913,
+# past 2262 or wrapped (README: "Which collective was slow, and was it the network?").
+PLAUSIBLE_NS = (946_684_800_000_000_000, 7_258_118_400_000_000_000)
+PLAUSIBLE_TEXT = "2000-01-01..2200-01-01 UTC"
+
+
+def plausible(ns: int | None) -> bool:
+    """Whether `ns` is a time in PLAUSIBLE_NS."""
+    return ns is not None and PLAUSIBLE_NS[0] <= ns < PLAUSIBLE_NS[1]
+
+
+def time_text(ns: int) -> str:
+    """UTC ns as a date and time where it is one (years 1-9999), else the number."""
+    import datetime as dt
+
+    try:
+        when = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=ns // 1000)
+    except OverflowError:
+        return f"{ns} ns"
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def refused_clock(what: str, ns: int) -> str:
+    """The warning of a file whose clock puts its times outside PLAUSIBLE_NS."""
+    return (
+        f"{what} puts the file's times at {time_text(ns)}, outside {PLAUSIBLE_TEXT}: the clock is"
+        " refused and the file's times are not stored"
+    )
+
+
+class Clock:
+    """A file's own times put on UTC ns (`offset` + time), each checked against PLAUSIBLE_NS: one
+    outside is not stored (None) and counted, with the line of the first, for one bad line."""
+
+    def __init__(self, offset: int | None) -> None:
+        self.offset = offset
+        self.refused = 0
+        self._first: tuple[int, int] | None = None  # (line, time) of the first refused
+
+    def __call__(self, t: int | None, line: int = 0) -> int | None:
+        """`offset + t`, or None (no time, no offset, or a time outside PLAUSIBLE_NS)."""
+        return None if t is None or self.offset is None else self.check(self.offset + t, line)
+
+    def check(self, ns: int | None, line: int = 0) -> int | None:
+        """`ns` when it is plausible; else None, counted."""
+        if ns is None or plausible(ns):
+            return ns
+        self.refuse(ns, line)
+        return None
+
+    def refuse(self, ns: int, line: int = 0, times: int = 1) -> None:
+        """Count `times` times left out, the first of them `ns` (at `line`)."""
+        self.refused += times
+        self._first = self._first or (line, ns)
+
+    def report(self, bad: BadLines) -> None:
+        """The refused times as one bad line (at the first one's line; 0 when not known)."""
+        if self._first is not None:
+            line, ns = self._first
+            bad.add(
+                line,
+                "",
+                f"{self.refused} time(s) outside {PLAUSIBLE_TEXT} not stored (first {time_text(ns)})",
+            )
+
 
 # The operation names of c10d (record_param_comms' "Collective name", `nccl:`/`gloo:` annotations),
 # NCCL (its profiler's and Inspector's) and Horovod, folded into one vocabulary.
@@ -253,6 +322,40 @@ class Columns:
                 continue
             arrays.append(int_array(col, self._nulls[f.name], self.rows).cast(f.type))
         return pa.Table.from_arrays(arrays, schema=self.schema)
+
+
+def rank_claims(tables: Mapping[str, pa.Table]) -> set[tuple[str, str, int]]:
+    """(source, communicator, rank) of each rank whose collectives a file's tables record, and
+    (pytorch_profiler, 'steps', rank) of its PyTorch profiler steps.
+
+    Why: the views pair a collective's ranks by (run, source, comm, seq), so two files of one source
+    that record the same rank (a trace copied beside itself) would count each collective twice."""
+    claims: set[tuple[str, str, int]] = set()
+    collectives = tables.get("collectives")
+    if collectives is not None and "source" in collectives.column_names and collectives.num_rows:
+        # as Python values: Arrow's group_by (Acero) imports pandas
+        columns = (collectives[name].to_pylist() for name in ("source", "comm", "rank"))
+        claims |= {(s, str(c), r) for s, c, r in zip(*columns, strict=True) if r is not None}
+    steps = tables.get("profiler_steps")
+    if steps is not None and steps.num_rows:
+        ranks = set(steps["rank"].to_pylist()) - {None}
+        claims |= {("pytorch_profiler", "steps", rank) for rank in ranks}
+    return claims
+
+
+def duplicate_ranks(files: list[tuple[str, Mapping[str, pa.Table]]]) -> dict[str, tuple[str, tuple]]:
+    """The files, in the order given, that record a rank an earlier one records (`rank_claims`): for
+    each, that earlier file and one (source, comm, rank) they share. The first file of a rank is kept."""
+    owner: dict[tuple, str] = {}
+    refused: dict[str, tuple[str, tuple]] = {}
+    for name, tables in files:
+        claims = rank_claims(tables)
+        clash = min((c for c in claims if c in owner), default=None, key=str)
+        if clash is not None:
+            refused[name] = (owner[clash], clash)
+            continue
+        owner |= dict.fromkeys(claims, name)
+    return refused
 
 
 def int_array(values: array, nulls: list[int], n: int) -> pa.Array:

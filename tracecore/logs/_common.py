@@ -7,9 +7,7 @@ Parsers never raise on content: the worst file is an empty table with its bad li
 
 from __future__ import annotations
 
-import gzip
 import re
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -17,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracecore.logs import ParsedLog
-from tracecore.logs._text import open_text
+from tracecore.logs._text import STREAM_ERRORS, ExpansionError, open_text
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,19 +38,26 @@ def log_lines(path: Path, bad: BadLines) -> Iterator[tuple[int, str]]:
     whole files before, so a 1 GB file (one sparse, NUL-filled line) took 2.2 GB of memory.
     A damaged gzip stream ends the file there, counted once, with the lines before it kept.
     An unreadable file raises OSError, which ingest reports per file (it keeps going with the rest)."""
+    for line_no, text, cut in read_lines(path, MAX_LINE, bad):
+        if cut:
+            bad.add(line_no, text[:24], f"longer than {MAX_LINE:,} characters; not read")
+        else:
+            yield line_no, text
+
+
+def read_lines(path: Path, max_chars: int, bad: BadLines) -> Iterator[tuple[int, str, bool]]:
+    """`bounded_lines`, a damaged (or too far expanding) compressed stream ending the file as one bad
+    line after the lines before it."""
     line_no = 0
     try:
-        for line_no, text, cut in bounded_lines(path, MAX_LINE):
-            if cut:
-                bad.add(line_no, text[:24], f"longer than {MAX_LINE:,} characters; not read")
-            else:
-                yield line_no, text
+        for line_no, text, cut in bounded_lines(path, max_chars):
+            yield line_no, text, cut
     except DamagedStreamError as err:
         bad.add(line_no + 1, "", str(err))
 
 
 class DamagedStreamError(OSError):
-    """A compressed log whose stream breaks off or fails its check partway through."""
+    """A compressed log whose stream breaks off, fails its check or expands past its limit partway."""
 
 
 def bounded_lines(path: Path, max_chars: int) -> Iterator[tuple[int, str, bool]]:
@@ -80,7 +85,9 @@ def _read(fh, size: int) -> str:
     """One line of at most `size` characters; a damaged compressed stream raises DamagedStreamError."""
     try:
         return fh.readline(size)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+    except ExpansionError as err:
+        raise DamagedStreamError(str(err)) from None
+    except STREAM_ERRORS as err:
         raise DamagedStreamError(f"compressed stream damaged: {err or 'cut short'}") from None
 
 
@@ -160,7 +167,10 @@ class Rows:
 
         from tracecore.arrow_rows import array  # not from_pydict: pa.array imports pandas
 
-        arrays = [array(self.columns[f.name], f.type) for f in self.schema]
+        try:
+            arrays = [array(self.columns[f.name], f.type) for f in self.schema]
+        except (OverflowError, pa.ArrowInvalid):  # an integer past its column's type: NULL, as Columns
+            arrays = [array(_fitting(self.columns[f.name], f.type), f.type) for f in self.schema]
         self.batches.append(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
         for column in self.columns.values():
             column.clear()
@@ -170,3 +180,13 @@ class Rows:
 
         self._flush()
         return pa.Table.from_batches(self.batches, schema=self.schema)
+
+
+def _fitting(values: list[Any], typ: pa.DataType) -> list[Any]:
+    """`values` with every integer that `typ` (an integer type) cannot hold as None."""
+    import pyarrow as pa
+
+    if not pa.types.is_integer(typ):
+        return values
+    low, high = -(2 ** (typ.bit_width - 1)), 2 ** (typ.bit_width - 1)
+    return [v if not isinstance(v, int) or low <= v < high else None for v in values]

@@ -221,8 +221,11 @@ def parse(path: Path) -> ParsedLog:
         peer, stream, message = strip_tag(line)
         try:
             parsed = parse_line(message)
-        except (ValueError, json.JSONDecodeError) as err:
+        except (ValueError, ArithmeticError) as err:  # JSONDecodeError is a ValueError
             bad.add(line_no, line, str(err))
+            continue
+        except RecursionError:
+            bad.add(line_no, line, "RESULT attributes nested too deep")
             continue
         if parsed is None:
             bad.add(line_no, line)

@@ -11,7 +11,8 @@ Writers differ in how they end the array: newer Horovod closes it after every ev
 back and writes `,`), older ones leave it open (`},\\n`), and a killed job leaves half a record. So the
 parser reads the records one by one and counts each unreadable one as a bad line. `E` events carry no
 name; they get the name of the `B` they close. Without the anchor (old versions) `ts_ns` is null and
-`ts_us` (µs since the timeline start, steady clock) still orders events.
+`ts_us` (µs since the timeline start, steady clock) still orders events; an anchor outside
+`PLAUSIBLE_NS` (2000-2200) is refused with a warning, and so is each time it would place there.
 """
 
 from __future__ import annotations
@@ -21,8 +22,17 @@ import re
 from pathlib import Path
 
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._chrome import TraceRecords
-from tracecore.logs._collectives import DTYPE_BYTES, TABLES, Columns, dtype_name, op_name
+from tracecore.logs._chrome import TraceRecords, each_record, int_or_none, preview
+from tracecore.logs._collectives import (
+    DTYPE_BYTES,
+    TABLES,
+    Clock,
+    Columns,
+    dtype_name,
+    op_name,
+    plausible,
+    refused_clock,
+)
 from tracecore.logs._common import BadLines, Rows, note_empty, parsed_log
 
 TABLE = "horovod_timeline"
@@ -85,23 +95,35 @@ def parse(path: Path) -> ParsedLog:
     open_names: dict[object, list[str]] = {}
     out = Rows(gathered)
     wire = _Wire()
-    for line_no, rec in TraceRecords(path, bad):
+    warnings: list[str] = []
+    clock = Clock(0)  # the anchored times (ns), each checked to be plausible
+
+    def use(line_no: int, rec: dict) -> None:
+        nonlocal anchor_us, before_anchor
         ph = rec.get("ph")
         if ph == "M":
-            args = rec.get("args") or {}
-            if ANCHOR in args and anchor_us is None:
-                anchor_us = int(args[ANCHOR])
+            args = rec.get("args") if isinstance(rec.get("args"), dict) else {}
+            if ANCHOR in args and anchor_us is None and not warnings:
+                anchor = int_or_none(args[ANCHOR])
+                if anchor is None or not plausible(anchor * 1000):
+                    ns = anchor * 1000 if anchor is not None else 0
+                    warnings.append(refused_clock(f"{ANCHOR} {str(args[ANCHOR])[:40]}", ns))
+                else:
+                    anchor_us = anchor
             elif rec.get("name") == "process_name" and "name" in args and isinstance(rec.get("pid"), int):
                 tensors[rec["pid"]] = str(args["name"])
-            continue
+            return
         ts = rec.get("ts")
-        if not isinstance(ph, str) or not isinstance(ts, int | float) or isinstance(ts, bool):
-            bad.add(line_no, json.dumps(rec)[:160], "event without ph or numeric ts")
-            continue
+        if not isinstance(ph, str) or not isinstance(ts, int | float) or isinstance(ts, bool) or ts != ts:
+            bad.add(line_no, preview(rec), "event without ph or numeric ts")
+            return
+        if abs(ts) > 9e15:  # µs: past 285 years from the anchor
+            bad.add(line_no, preview(rec), "ts past any time")
+            return
         pid = rec.get("pid")
         if not isinstance(pid, int | float | str | None):  # a list or object: no tensor to file it under
-            bad.add(line_no, json.dumps(rec)[:160], "pid is not a number or a string")
-            continue
+            bad.add(line_no, preview(rec), "pid is not a number or a string")
+            return
         name = rec.get("name")
         stack = open_names.setdefault(pid, [])
         if ph == "B":
@@ -119,16 +141,20 @@ def parse(path: Path) -> ParsedLog:
             ph=ph,
             name=None if name is None else str(name),
             ts_us=float(ts),
-            ts_ns=None if anchor_us is None else _ts_ns(anchor_us, ts),
-            dur_us=float(dur) if isinstance(dur, int | float) else None,
+            ts_ns=None if anchor_us is None else clock.check(_ts_ns(anchor_us, ts), line_no),
+            dur_us=float(dur) if isinstance(dur, int | float) and not isinstance(dur, bool) else None,
             args=json.dumps(args, sort_keys=True) if args else None,
             ts_int=_int64(ts) if isinstance(ts, int) else None,
         )
         wire.add(line_no, ph, name, pid, ts, args, depth=len(stack))
+
+    each_record(TraceRecords(path, bad), use)
     note_empty(out.count, bad, "Horovod timeline event")
     parsed = parsed_log(out, gathered, bad)
-    parsed.table = _finish(parsed.table, schema, tensors, anchor_us, before_anchor)
-    parsed.more = wire.tables(Path(path).name, anchor_us)
+    parsed.table = _finish(parsed.table, schema, tensors, anchor_us, before_anchor, clock)
+    parsed.more = wire.tables(Path(path).name, anchor_us, clock)
+    clock.report(bad)
+    parsed.bad_lines, parsed.first_bad, parsed.warnings = bad.count, bad.examples, warnings
     return parsed
 
 
@@ -141,7 +167,7 @@ def _int64(value: object) -> int | None:
     return value if isinstance(value, int) and value in INT64 else None
 
 
-def _finish(table, schema, tensors: dict[int, str], anchor_us: int | None, before_anchor: int):
+def _finish(table, schema, tensors: dict[int, str], anchor_us: int | None, before_anchor: int, clock: Clock):
     """The gathered rows as `schema`: each tensor's name by its id, and the ts_ns of the rows read
     before the anchor (none in Horovod's own files, whose first record is the anchor)."""
     import pyarrow as pa
@@ -156,7 +182,9 @@ def _finish(table, schema, tensors: dict[int, str], anchor_us: int | None, befor
     ts_ns = table["ts_ns"]
     if anchor_us is not None and before_anchor:
         early = table.slice(0, before_anchor).select(["ts_us", "ts_int"]).to_pylist()
-        exact = [_ts_ns(anchor_us, r["ts_us"] if r["ts_int"] is None else r["ts_int"]) for r in early]
+        exact = [
+            clock.check(_ts_ns(anchor_us, r["ts_us"] if r["ts_int"] is None else r["ts_int"])) for r in early
+        ]
         rest = table["ts_ns"].slice(before_anchor).combine_chunks()
         ts_ns = pa.concat_arrays([array(exact, pa.int64()), rest])
     columns = {f.name: table[f.name] for f in schema if f.name not in ("tensor", "ts_ns")}
@@ -204,7 +232,7 @@ class _Wire:
             for act in self.waiting.pop(pid, []):
                 act.bytes, act.dtype = size, dtype
 
-    def tables(self, file: str, anchor_us: int | None) -> dict:
+    def tables(self, file: str, anchor_us: int | None, clock: Clock) -> dict:
         fused: dict[tuple, _Activity] = {}
         for act in self.done:
             key = (act.name, act.start, act.end)
@@ -216,8 +244,8 @@ class _Wire:
             known = group.bytes is not None and act.bytes is not None
             group.bytes = group.bytes + act.bytes if known else None
 
-        def unix(us: float) -> int | None:
-            return None if anchor_us is None else round((anchor_us + us) * 1000)
+        def unix(us: float, line: int) -> int | None:
+            return None if anchor_us is None else clock.check(round((anchor_us + us) * 1000), line)
 
         out = Columns(TABLES["collectives"])
         for seq, c in enumerate(sorted(fused.values(), key=lambda c: (c.start, c.line))):
@@ -233,8 +261,8 @@ class _Wire:
                 seq=seq,
                 bytes=c.bytes,
                 dtype=c.dtype,
-                start_ns=unix(c.start),
-                end_ns=unix(c.end),
+                start_ns=unix(c.start, c.line),
+                end_ns=unix(c.end, c.line),
                 time_source="backend_work",
                 line=c.line,
             )

@@ -59,7 +59,7 @@ import pyarrow as pa
 
 from tracecore.arrow_rows import table_from_rows  # not from_pylist: pa.array imports pandas
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._common import BadLines, bounded_lines, note_empty
+from tracecore.logs._common import BadLines, note_empty, read_lines
 
 MAX_LINE = 8192
 
@@ -489,7 +489,7 @@ def parse(path: Path) -> ParsedLog:
     """Every NCCL line of the file, streamed; other output in the file is passed over."""
     f = _File(Path(path).name)
     bad = BadLines()
-    for line_no, text, cut in bounded_lines(path, MAX_LINE):
+    for line_no, text, cut in read_lines(path, MAX_LINE, bad):
         if f.version is None and (v := _VERSION.search(text)):
             f.version = v["v"]
         prefix = split_prefix(text)

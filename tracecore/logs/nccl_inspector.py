@@ -18,7 +18,8 @@ start and last kernel stop as the host saw them (`kernel_host`, when the timing 
 else coll_start_ts/coll_stop_ts (`cpu_call`); the
 algorithm and bus bandwidths are the Inspector's own. `header.id` is NCCL's commId with its last
 byte dropped (v4.0 prints 14 of its 16 hex digits); the views match it to the NCCL logs by prefix.
-Each line is read on its own (at most `MAX_LINE` characters), so a damaged line is one bad line.
+Each line is read on its own (at most `MAX_LINE` characters), so a damaged line is one bad line, as is
+one nested too deep to decode or with a time outside `PLAUSIBLE_NS` (2000-2200: a timer read as 0).
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ import json
 from pathlib import Path
 
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._chrome import int_or_none
-from tracecore.logs._collectives import TABLES, Columns, op_name
-from tracecore.logs._common import BadLines, bounded_lines, note_empty
+from tracecore.logs._chrome import RECORD_ERRORS, int_or_none
+from tracecore.logs._collectives import PLAUSIBLE_TEXT, TABLES, Columns, op_name, plausible
+from tracecore.logs._common import BadLines, note_empty, read_lines
 
 SOURCE = "nccl_inspector"
 MAX_LINE = 1 << 20
@@ -43,9 +44,18 @@ def detect(head: str) -> bool:
     return first.startswith("{") and '"coll_perf"' in head and '"header"' in first
 
 
-def _us(value: object) -> int | None:
+class ImplausibleTimeError(ValueError):
+    """A record's time that lies outside PLAUSIBLE_NS: the record is a bad line."""
+
+
+def _us(value: object, what: str) -> int | None:
+    """Unix µs as ns; None when not a number; ImplausibleTimeError when outside PLAUSIBLE_NS."""
     number = int_or_none(value)
-    return number * _US if number is not None and 0 <= number < 2**62 // _US else None
+    if number is None:
+        return None
+    if not plausible(number * _US):
+        raise ImplausibleTimeError(f"{what} {number} µs is not a time in {PLAUSIBLE_TEXT}")
+    return number * _US
 
 
 def _gbs(value: object) -> float | None:
@@ -62,13 +72,16 @@ def _row(record: dict) -> dict | None:
     meta = meta if isinstance(meta, dict) else {}
     trace = perf.get("event_trace_ts") if isinstance(perf.get("event_trace_ts"), dict) else {}
     kernels = [k for k in trace.get("kernel_events") or [] if isinstance(k, dict)]
-    starts = [t for k in kernels if (t := _us(k.get("kernel_start_ts"))) is not None]
-    stops = [t for k in kernels if (t := _us(k.get("kernel_stop_ts"))) is not None]
+    starts = [t for k in kernels if (t := _us(k.get("kernel_start_ts"), "kernel_start_ts")) is not None]
+    stops = [t for k in kernels if (t := _us(k.get("kernel_stop_ts"), "kernel_stop_ts")) is not None]
     op = op_name(perf.get("coll"))
     if op is None:
         return None
     on_gpu = str(perf.get("coll_timing_source", "")).startswith("kernel") and starts and stops
-    call_start, call_stop = _us(trace.get("coll_start_ts")), _us(trace.get("coll_stop_ts"))
+    call_start, call_stop = (
+        _us(trace.get("coll_start_ts"), "coll_start_ts"),
+        _us(trace.get("coll_stop_ts"), "coll_stop_ts"),
+    )
     size = int_or_none(perf.get("coll_msg_size_bytes"))
     return {
         "host": meta["hostname"][:255] if isinstance(meta.get("hostname"), str) else None,
@@ -100,7 +113,7 @@ def parse(path: Path) -> ParsedLog:
     name = Path(path).name
     seqs: dict[object, int] = {}
     procs: set[tuple] = set()
-    for line_no, text, cut in bounded_lines(path, MAX_LINE):
+    for line_no, text, cut in read_lines(path, MAX_LINE, bad):
         if not text.strip():
             continue
         if cut:
@@ -111,7 +124,17 @@ def parse(path: Path) -> ParsedLog:
         except json.JSONDecodeError as err:
             bad.add(line_no, text, err.msg)
             continue
-        row = _row(record) if isinstance(record, dict) else None
+        except RecursionError:
+            bad.add(line_no, text, "nested too deep")
+            continue
+        try:
+            row = _row(record) if isinstance(record, dict) else None
+        except ImplausibleTimeError as err:
+            bad.add(line_no, text, str(err))
+            continue
+        except RECORD_ERRORS as err:
+            bad.add(line_no, text, f"cannot read the record: {type(err).__name__}: {str(err)[:120]}")
+            continue
         if row is None:
             bad.add(line_no, text, "not an Inspector collective record (header, coll_perf.coll)")
             continue

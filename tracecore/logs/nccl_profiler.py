@@ -17,16 +17,27 @@ A collective's start and end are its kernels' first StartGpuClk and last non-zer
 µs since the plugin started, on the TSC (NCCL's timer.h), not Unix time: the file's offset is the
 largest StartGpuClk − ts over its kernel events (a kernel is seen by the host after it starts; the
 tightest of these bounds wins), recorded in `collective_clocks`. NET step events are not read.
+A GPU clock of 0 was never read; any other outside `PLAUSIBLE_NS` (2000-2200) makes its event a bad
+line and is not used, so one bogus clock cannot move the file's times to 2262.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._chrome import TraceRecords, int_or_none, us_to_ns
-from tracecore.logs._collectives import DTYPE_BYTES, TABLES, Columns, dtype_name, op_name
+from tracecore.logs._chrome import TraceRecords, each_record, int_or_none, preview, us_to_ns
+from tracecore.logs._collectives import (
+    DTYPE_BYTES,
+    PLAUSIBLE_TEXT,
+    TABLES,
+    Clock,
+    Columns,
+    dtype_name,
+    op_name,
+    plausible,
+    refused_clock,
+)
 from tracecore.logs._common import BadLines, note_empty
 
 SOURCE = "nccl_profiler"
@@ -34,7 +45,6 @@ _MARKERS = ('"cat": "GROUP_API"', '"cat": "COLL"', '"cat": "P2P"', '"CommHash"',
 # host times mapped through the GPU clock: a kernel's host event trails its start by the proxy's
 # polling; the bound kept is the tightest, and what is left is stated as the mapping's error
 ERROR_NS = 1_000_000
-_GPU_CLOCK_MIN = 10**18  # a StartGpuClk below this is not Unix ns (2001-09-09)
 
 
 def detect(head: str) -> bool:
@@ -67,7 +77,7 @@ class _Plugin:
         ts = us_to_ns(rec.get("ts"))
         args = rec.get("args") if isinstance(rec.get("args"), dict) else {}
         if ts is None:
-            bad.add(line, json.dumps(rec)[:160], "event without a numeric ts")
+            bad.add(line, preview(rec), "event without a numeric ts")
             return
         if cat == "COLL_API" and ph == "b":
             self.api[pid] = args
@@ -78,7 +88,7 @@ class _Plugin:
             if coll is not None:
                 coll["call_end"] = ts
         elif (coll := self.open.get(pid)) is not None:
-            self._child(coll, cat, ph, ts, args)
+            self._child(coll, cat, ph, ts, args, line, bad)
 
     def _collective(self, line: int, rec: dict, args: dict, ts: int, api: dict) -> dict:
         count = int_or_none(args.get("Count"))
@@ -108,13 +118,21 @@ class _Plugin:
         self.rows.append(row)
         return row
 
-    def _child(self, coll: dict, cat: str, ph: str, ts: int, args: dict) -> None:
+    def _child(self, coll: dict, cat: str, ph: str, ts: int, args: dict, line: int, bad: BadLines) -> None:
         if cat == "GPU" and ph == "b":
             start, stop = int_or_none(args.get("StartGpuClk")), int_or_none(args.get("StopGpuClk"))
-            if start is not None and start >= _GPU_CLOCK_MIN:
+            wrong = [
+                f"{k} {v}"
+                for k, v in (("StartGpuClk", start), ("StopGpuClk", stop))
+                if v and not plausible(v)
+            ]
+            if wrong:  # 0: never read (the plugin's StopGpuClk of a kernel it did not see end)
+                bad.add(line, "", f"{', '.join(wrong)} is not a time in {PLAUSIBLE_TEXT}; not used")
+                return
+            if start:
                 coll["gpu_start"] = start if coll["gpu_start"] is None else min(coll["gpu_start"], start)
                 self.offsets.append(start - ts)
-            if stop is not None and stop >= _GPU_CLOCK_MIN:
+            if stop:
                 coll["gpu_end"] = stop if coll["gpu_end"] is None else max(coll["gpu_end"], stop)
         elif cat == "PROXY" and ph == "e":
             coll["proxy_end"] = ts if coll["proxy_end"] is None else max(coll["proxy_end"], ts)
@@ -124,20 +142,25 @@ def parse(path: Path) -> ParsedLog:
     """Every collective and point-to-point operation of the file, streamed."""
     bad = BadLines()
     plugin = _Plugin()
-    for line, rec in TraceRecords(path, bad):
-        plugin.add(line, rec, bad)
+    records = TraceRecords(path, bad)
+    each_record(records, lambda line, rec: plugin.add(line, rec, bad))
     offset = max(plugin.offsets) if plugin.offsets else None
+    warnings = []
+    if offset is not None and not plausible(offset):  # kernel clocks fine, the host's ts not
+        warnings.append(refused_clock(f"the offset max(StartGpuClk - ts) {offset}", offset))
+        offset = None
     name = Path(path).name
-
-    def unix(t: int | None) -> int | None:
-        return None if t is None or offset is None else t + offset
+    unix = Clock(offset)  # each time checked: one outside PLAUSIBLE_NS is not stored, and counted
 
     out = Columns(TABLES["collectives"])
     seqs: dict[object, int] = {}
     for row in plugin.rows:
         seq = seqs[row["comm"]] = seqs.get(row["comm"], -1) + 1
         on_gpu = row["gpu_start"] is not None
-        end = row["gpu_end"] if row["gpu_end"] is not None else unix(row["proxy_end"] or row["call_end"])
+        line = row["line"]
+        end = (
+            row["gpu_end"] if row["gpu_end"] is not None else unix(row["proxy_end"] or row["call_end"], line)
+        )
         out.add(
             file=name,
             source=SOURCE,
@@ -155,12 +178,12 @@ def parse(path: Path) -> ParsedLog:
             algorithm=row["algorithm"],
             protocol=row["protocol"],
             n_channels=row["n_channels"],
-            start_ns=row["gpu_start"] if on_gpu else unix(row["call_start"]),
-            end_ns=end if on_gpu else unix(row["call_end"]),
+            start_ns=row["gpu_start"] if on_gpu else unix(row["call_start"], line),
+            end_ns=end if on_gpu else unix(row["call_end"], line),
             time_source="gpu_kernel" if on_gpu else "cpu_call",
-            call_start_ns=unix(row["call_start"]),
-            call_end_ns=unix(row["call_end"]),
-            line=row["line"],
+            call_start_ns=unix(row["call_start"], line),
+            call_end_ns=unix(row["call_end"], line),
+            line=line,
         )
     note_empty(out.rows, bad, "NCCL profiler collective")
     clocks = Columns(TABLES["collective_clocks"])
@@ -176,7 +199,9 @@ def parse(path: Path) -> ParsedLog:
         anchors=len(plugin.offsets),
         collectives=out.rows,
     )
-    return ParsedLog(out.table(), bad.count, bad.examples, more={"collective_clocks": clocks.table()})
+    unix.report(bad)
+    more = {"collective_clocks": clocks.table()}
+    return ParsedLog(out.table(), bad.count, bad.examples, more=more, warnings=warnings)
 
 
 PARSER = LogParser(table="collectives", detect=detect, parse=parse, more_tables=("collective_clocks",))

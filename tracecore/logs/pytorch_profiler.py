@@ -23,7 +23,6 @@ memory grows with the collectives, steps and kernels, not with the file.
 from __future__ import annotations
 
 import bisect
-import json
 import re
 from array import array
 from pathlib import Path
@@ -32,8 +31,19 @@ import pyarrow as pa
 
 from tracecore.arrow_rows import array as arrow_array  # not pa.array: it imports pandas
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._chrome import TraceRecords, int_or_none, us_to_ns
-from tracecore.logs._collectives import DTYPE_BYTES, TABLES, Columns, dtype_name, int_array, op_name
+from tracecore.logs._chrome import TraceRecords, each_record, int_or_none, preview, us_to_ns
+from tracecore.logs._collectives import (
+    DTYPE_BYTES,
+    PLAUSIBLE_NS,
+    TABLES,
+    Clock,
+    Columns,
+    dtype_name,
+    int_array,
+    op_name,
+    plausible,
+    refused_clock,
+)
 from tracecore.logs._common import BadLines, note_empty
 
 SOURCE = "pytorch_profiler"
@@ -45,6 +55,7 @@ _KINDS = ("communication", "compute", "memcpy", "memset")
 # the mapping's stated error: CUPTI and the host's clock, both Unix time on the host that captured
 ERROR_NS = 1_000_000
 ABSOLUTE_US = 1e15  # ts beyond this is already Unix µs (traces written before baseTimeNanoseconds)
+INT32, INT64 = range(-(2**31), 2**31), range(-(2**63), 2**63)
 
 
 def detect(head: str) -> bool:
@@ -78,7 +89,7 @@ class _Trace:
         name, cat = rec.get("name"), rec.get("cat")
         ts, dur = us_to_ns(rec.get("ts")), us_to_ns(rec.get("dur"))
         if not isinstance(name, str) or ts is None or dur is None or dur < 0:
-            bad.add(line, json.dumps(rec)[:160], "complete event without a name, ts or dur")
+            bad.add(line, preview(rec), "complete event without a name, ts or dur")
             return
         self.min_ts = ts if self.min_ts is None else min(self.min_ts, ts)
         args = rec.get("args") if isinstance(rec.get("args"), dict) else {}
@@ -95,16 +106,20 @@ class _Trace:
             self._annotation(name, cat, span, rec)
 
     def _note_pid(self, rec: dict) -> None:
-        if self.pid is None and isinstance(rec.get("pid"), int) and not isinstance(rec.get("pid"), bool):
-            self.pid = rec["pid"]
+        pid = rec.get("pid")
+        if self.pid is None and isinstance(pid, int) and not isinstance(pid, bool) and pid in INT64:
+            self.pid = pid
 
     def _kernel(self, name: str, cat: str, span: dict) -> None:
         args = span["args"]
         communication = cat == "kernel" and name.startswith(_COMM_KERNEL)
         kind = "communication" if communication else {"kernel": "compute"}.get(cat, cat[4:])
+        device, stream = int_or_none(args.get("device")) or 0, int_or_none(args.get("stream")) or 0
+        if device not in INT32 or stream not in INT64 or span["end"] not in INT64:
+            raise ValueError("device, stream or end past its type")  # checked before any is kept
         k = self.kernels
-        k["device"].append(int_or_none(args.get("device")) or 0)
-        k["stream"].append(int_or_none(args.get("stream")) or 0)
+        k["device"].append(device)
+        k["stream"].append(stream)
         k["kind"].append(_KINDS.index(kind))
         k["start"].append(span["ts"])
         k["end"].append(span["end"])
@@ -232,24 +247,28 @@ def parse(path: Path) -> ParsedLog:
     bad = BadLines()
     records = TraceRecords(path, bad)
     trace = _Trace()
-    for line, rec in records:
-        trace.add(line, rec, bad)
+    each_record(records, lambda line, rec: trace.add(line, rec, bad))
     meta = records.meta
     info = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
     base = int_or_none(meta.get("baseTimeNanoseconds"))
     method = "baseTimeNanoseconds"
-    if base is None and trace.min_ts is not None and trace.min_ts >= ABSOLUTE_US * 1000:
+    warnings = []
+    if base is not None and not plausible(base):
+        warnings.append(refused_clock(f"baseTimeNanoseconds {base}", base))
+        base = None
+    elif base is None and trace.min_ts is not None and trace.min_ts >= ABSOLUTE_US * 1000:
         base, method = 0, "absolute_us"  # traces written before Kineto had a base: Unix µs
     elif base is None and trace.min_ts is not None:
         bad.add(0, "", "no baseTimeNanoseconds: the trace's times stay relative and are not stored")
     rows = _assemble(trace, info)
     rank = int_or_none(info.get("rank"))
+    if rank is not None and rank not in INT32:
+        bad.add(0, str(rank)[:40], "distributedInfo.rank is not a rank; not stored")
+        rank = None
     backend = str(info["backend"]).lower()[:32] if isinstance(info.get("backend"), str) else None
     host = meta["host_name"][:255] if isinstance(meta.get("host_name"), str) else None
     name = Path(path).name
-
-    def unix(t: int | None) -> int | None:
-        return None if t is None or base is None else base + t
+    unix = Clock(base)  # each time checked: one outside PLAUSIBLE_NS is not stored, and counted
 
     step_starts = sorted((s["start"], n, s["end"]) for n, s in trace.steps.items() if "start" in s)
     keys = [s[0] for s in step_starts]
@@ -278,11 +297,11 @@ def parse(path: Path) -> ParsedLog:
             seq=seq,
             bytes=row.get("bytes"),
             dtype=row.get("dtype"),
-            start_ns=unix((span or call)[0]),
-            end_ns=unix((span or call)[1]),
+            start_ns=unix((span or call)[0], row["line"]),
+            end_ns=unix((span or call)[1], row["line"]),
             time_source=row.get("time_source", "cpu_call"),
-            call_start_ns=unix(call[0]) if call else None,
-            call_end_ns=unix(call[1]) if call else None,
+            call_start_ns=unix(call[0], row["line"]) if call else None,
+            call_end_ns=unix(call[1], row["line"]) if call else None,
             step=step_of((call or span)[0]),
             line=row["line"],
         )
@@ -312,6 +331,8 @@ def parse(path: Path) -> ParsedLog:
         anchors=None,
         collectives=out.rows,
     )
+    kernels = _kernels(trace, name, rank, unix)
+    unix.report(bad)
     return ParsedLog(
         out.table(),
         bad.count,
@@ -319,15 +340,27 @@ def parse(path: Path) -> ParsedLog:
         more={
             "collective_clocks": clocks.table(),
             "profiler_steps": steps.table(),
-            "profiler_kernels": _kernels(trace, name, rank, base),
+            "profiler_kernels": kernels,
         },
+        warnings=warnings,
     )
 
 
-def _kernels(trace: _Trace, file: str, rank: int | None, base: int | None) -> pa.Table:
-    """The GPU activities as a table (empty when the trace's times cannot be placed)."""
+def _kernels(trace: _Trace, file: str, rank: int | None, unix: Clock) -> pa.Table:
+    """The GPU activities as a table (empty when the trace's times cannot be placed); those at times
+    outside PLAUSIBLE_NS are left out, counted by `unix`."""
     k = trace.kernels
+    base = unix.offset
     n = len(k["start"]) if base is not None else 0
+    low, high = PLAUSIBLE_NS[0] - (base or 0), PLAUSIBLE_NS[1] - (base or 0)
+    if n and not (min(k["start"]) >= low and max(k["end"]) < high and max(k["start"]) < high):
+        keep = [i for i in range(n) if low <= k["start"][i] < high and low <= k["end"][i] < high]
+        first = next(i for i, j in enumerate([*keep, n]) if i != j)  # the first left out
+        outside = k["start"][first] if not low <= k["start"][first] < high else k["end"][first]
+        unix.refuse(outside + (base or 0), times=n - len(keep))
+        for key, values in k.items():
+            k[key] = array("q", (values[i] for i in keep))
+        n = len(keep)
     if base:
         k["start"] = array("q", (t + base for t in k["start"]))
         k["end"] = array("q", (t + base for t in k["end"]))

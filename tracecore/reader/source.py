@@ -28,6 +28,17 @@ CHUNK = 8 << 20  # decompressed bytes per refill; > the largest record we accept
 SEGMENT = 64 << 20  # mapped bytes per window of a plain file
 MADV_POPULATE_READ = 22  # Linux >= 5.14; not in Python 3.11's mmap module
 STDIN = "-"  # the path that means standard input: `tcpdump -w - | tracecore read -`
+# How far a compressed input may expand: MAX_EXPANSION times its compressed size, and never less than
+# EXPANSION_FLOOR (read by the logs' gzip streams, tracecore/logs/_text.py). Why: real traces and logs
+# compress tens of times at most, while deflate packs a run of one byte a thousandfold, so a 2 MB file
+# can hide 2 GB of white space. (A capture's zeros end at its first packet of length 0, a corrupt one.)
+MAX_EXPANSION = 200
+EXPANSION_FLOOR = 64 << 20
+
+
+def expansion_limit(compressed_bytes: int) -> int:
+    """The most decompressed bytes a compressed input of `compressed_bytes` is read to."""
+    return max(EXPANSION_FLOOR, MAX_EXPANSION * compressed_bytes)
 
 
 def compression_in(head: bytes) -> str | None:
