@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,8 @@ FOUR = "torch_ddp-cnn3m-sgd-32-nccl-normal-ring-w4"  # gpu-nccl-4rank
 TWO_SWAPPED = f"{TWO}-r2"  # rank 0's log beside rank 1's capture and the other way round
 FOUR_SWAPPED = f"{FOUR}r2"  # ranks 0 and 1 exchanged (variant w4r2)
 NO_SOCKETS = f"{TWO}-r3"  # the logs beside TCP captures of other hosts: no NCCL socket on the wire
+FOUR_CUT = f"{FOUR}r3"  # variant w4r3: the captures cut in the first 4 MiB all-reduce
+CUT_NS = 1795721473280770000  # 5 µs after W1 sent that frame's 10,136 B to W2
 
 FOUR_RING = {("W1", "W2"), ("W2", "W3"), ("W3", "W4"), ("W4", "W1")}
 LOG_OF_RANK = {  # the real logs' file names
@@ -74,10 +77,25 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pcap.unlink()
     for pcap in both_directions_run().glob("worker-[01]-tcpdump.pcap"):
         shutil.copy(pcap, other / pcap.name)
+    for pcap in copy_run(runs, FOUR, FOUR_CUT).glob("worker-*-tcpdump.pcap"):
+        cut_capture(pcap, CUT_NS)
     out = root / "data"
     report = cli("ingest", str(runs), "--data", str(out), "--quiet")
     assert "warning" not in report
     return out
+
+
+def cut_capture(pcap: Path, last_ns: int) -> None:
+    """Keep the frames of the classic µs pcap `pcap` up to `last_ns`: a capture stopped there."""
+    data = pcap.read_bytes()
+    assert data[:4] == b"\xd4\xc3\xb2\xa1", "the corpus' captures are little-endian µs pcaps"
+    kept, off = [data[:24]], 24
+    while off + 16 <= len(data):
+        sec, usec, incl, _ = struct.unpack_from("<IIII", data, off)
+        if (sec * 1_000_000 + usec) * 1000 <= last_ns:
+            kept.append(data[off : off + 16 + incl])
+        off += 16 + incl
+    pcap.write_bytes(b"".join(kept))
 
 
 def edges(rows: list[dict]) -> dict[tuple[str, str], tuple]:
@@ -150,6 +168,25 @@ def test_the_four_rank_ring_is_measured_and_the_trees_carry_only_a_small_all_red
     check = view(data, "topology_check", FOUR)
     assert {r["pattern"] for r in check} == {"nccl_ring"}
     assert {(r["src_worker"], r["dst_worker"]) for r in check if r["predicted"]} == FOUR_RING
+
+
+def test_a_tree_link_under_one_percent_of_the_data_is_little_even_in_a_short_capture(data: Path) -> None:
+    """The threshold itself: cut after the first 10 kB of the ring's first large all-reduce, the 20 B
+    the 1-element all-reduce put on each tree link are 0.19 % of the run's NCCL data, under 1 %, so
+    those links are still no contradiction (the ring link W4→W1 has carried nothing yet: that one is)."""
+    rows = view(data, "nccl_topology", FOUR_CUT)
+    assert {r["algorithm"] for r in rows} == {"ring"}
+    total = sum(r["data_bytes"] or 0 for r in rows)
+    small = {(r["src_worker"], r["dst_worker"]): r for r in rows if r["ring"] is False and r["measured"]}
+    assert set(small) == {("W1", "W3"), ("W3", "W1"), ("W4", "W3"), ("W3", "W2")}
+    for r in small.values():
+        assert 0.001 < r["data_bytes"] / total < 0.01, (r, total)
+        assert (r["data_bytes"], r["status"], r["contradicts"]) == (
+            20,
+            "little data on a link of the other algorithm",
+            False,
+        )
+    assert {(r["src_worker"], r["dst_worker"]) for r in rows if r["contradicts"]} == {("W4", "W1")}
 
 
 def test_two_rank_logs_swapped_turn_the_verdict_false(data: Path) -> None:
