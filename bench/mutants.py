@@ -1042,6 +1042,27 @@ MUTANTS = [
             "test_a_profiler_plugin_gets_both_reference_plugins_settings_and_run_toml_says_who_set_each",
         ),
     ),
+    Mutant(
+        "grid_rows.window_end_unclipped",
+        "queries/grid_rows.sql",
+        "least(to_ns::BIGINT, span)",
+        "to_ns::BIGINT",
+        "a window ending past the run sized to its end: a query over the whole run refused as too large",
+        BOUND_TESTS,
+        ci=("tests/test_hardening_bounds.py::test_a_window_ending_past_the_run_is_sized_by_the_run",),
+    ),
+    Mutant(
+        "nccl_topology.little_is_a_tenth_of_a_percent",
+        "queries/nccl_topology.sql",
+        "AND m.data_bytes * 100 < sum(m.data_bytes)",
+        "AND m.data_bytes * 1000 < sum(m.data_bytes)",
+        "a link of the other algorithm with 0.1-1 % of the run's data taken for a contradiction",
+        NCCL_TESTS,
+        ci=(
+            "tests/test_views_nccl_socket.py::"
+            "test_a_tree_link_under_one_percent_of_the_data_is_little_even_in_a_short_capture",
+        ),
+    ),
     # ---- the grids' size bound (issue 25, item 13) ---------------------------------------------------
     Mutant(
         "grid_check.limit_a_zero_too_many",
