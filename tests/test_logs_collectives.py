@@ -326,3 +326,29 @@ def test_untrusted_names_and_numbers_are_bounded(tmp_path: Path) -> None:
     assert parsed.bad_lines == 0
     (row,) = rows(parsed.table)
     assert (len(row["host"]), row["rank"], len(row["op"]), len(row["source_op"])) == (255, None, 64, 64)
+
+
+def test_pytorch_profiler_reduce_scatter_counts_each_ranks_output(tmp_path: Path) -> None:
+    """NCCL counts a reduce-scatter by each rank's output; c10d's record_param_comms gives both counts
+    (`_reduce_scatter_base`: In = N × Out). cnn3m rank 0's first all-reduce record rewritten as the
+    reduce-scatter of the same bucket over its 2 ranks (no corpus run has one): its message is the
+    bucket, 3,063,690 floats, not the 2 × 3,063,690 each rank puts in."""
+    text = corpus(CNN / "kineto-rank0.json").read_text()
+    record = '"Collective name": "allreduce", "Process Group Description": "default_pg"'
+    assert text.count(record) == 3
+    at = text.index(record)
+    end = text.index("}", at)
+    assert text[at:end].count('"In msg nelems": 3063690') == 1
+    rewritten = (
+        text[at:end]
+        .replace('"allreduce"', '"_reduce_scatter_base"')
+        .replace('"In msg nelems": 3063690', '"In msg nelems": 6127380')
+    )
+    trace = tmp_path / "kineto-rank0.json"
+    trace.write_text(text[:at] + rewritten + text[end:])
+    got = rows(pytorch_profiler.parse(trace).table)
+    assert [(r["op"], r["source_op"], r["bytes"]) for r in got] == [
+        ("reduce_scatter", "_reduce_scatter_base", 12254760),
+        ("all_reduce", "allreduce", 12254760),
+        ("all_reduce", "allreduce", 12254760),
+    ]
