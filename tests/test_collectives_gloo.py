@@ -1,11 +1,15 @@
-"""The collectives' join without a GPU: a 2-rank gloo DDP run with PyTorch's profiler, trained and
+"""The collectives' join without a GPU: a 3-rank gloo DDP run with PyTorch's profiler, trained and
 captured in a network-namespace testbed (tests/gloo_profiled.py), ingested, and joined to its packets.
 
-gloo's ring all-reduce on two ranks sends each rank's whole message once: 2(N−1)/N · S = S per link,
-plus gloo's own headers. One DDP bucket per step, so each socket carries the steps in order.
+gloo's ring all-reduce sends 2(N−1)/N · S = 4/3 · S per link, plus gloo's own headers, and passes its
+ring to the left: rank r sends to rank r − 1 (mod N), so W1→W3, W2→W1 and W3→W2 carry the data and the
+other three links only ACKs (two ranks could not tell the directions apart). One DDP bucket per step,
+so each socket carries the steps in order.
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import pytest
 
@@ -14,19 +18,23 @@ from tracecore.ingest import ingest, open_catalog
 
 pytestmark = pytest.mark.slow
 
+RANKS = 3
+LEFT = {"W1": "W3", "W2": "W1", "W3": "W2"}  # each worker's data link: rank r sends to rank r − 1
+
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory: pytest.TempPathFactory):
-    pytest.importorskip("torch")
+    if importlib.util.find_spec("torch") is None:  # a missing tool fails, never skips the module
+        pytest.fail(
+            "torch is missing: `make .venv/.bench-deps` installs bench/requirements.txt (the CPU wheel)"
+        )
     root = tmp_path_factory.mktemp("gloo")
-    run = make_run(root / "runs")
+    run = make_run(root / "runs", ranks=RANKS)
     assert sorted(p.name for p in run.iterdir()) == [  # named as the GPU corpus's runs
-        "kineto-rank0.json",
-        "kineto-rank1.json",
+        *(f"kineto-rank{r}.json" for r in range(RANKS)),
         "run.toml",
         "train_history.log",
-        "worker-0-tcpdump.pcap",
-        "worker-1-tcpdump.pcap",
+        *(f"worker-{r}-tcpdump.pcap" for r in range(RANKS)),
     ]
     summary = ingest([root / "runs"], root / "data", jobs=1)
     assert not summary.failed
@@ -47,43 +55,52 @@ def test_gloo_collectives_come_from_the_profiler_traces(con) -> None:
         con, "SELECT rank, worker, backend, op, bytes, step, time_source FROM collective_calls ORDER BY ALL"
     )
     assert [(r["rank"], r["worker"], r["step"]) for r in got] == [
-        (rank, f"W{rank + 1}", step) for rank in (0, 1) for step in PROFILED
+        (rank, f"W{rank + 1}", step) for rank in range(RANKS) for step in PROFILED
     ]
     assert {(r["backend"], r["op"], r["bytes"], r["time_source"]) for r in got} == {
         ("gloo", "all_reduce", gradient_bytes(), "backend_work")
     }
-    assert rows(con, "SELECT count(*) AS n FROM host_clocks") == [{"n": 2}]
+    assert rows(con, "SELECT count(*) AS n FROM host_clocks") == [{"n": RANKS}]
 
 
 def test_gloo_all_reduces_are_their_message_on_each_link(con) -> None:
     got = rows(
-        con, "SELECT src_worker, dst_worker, ratio, window_bytes, bytes, connections FROM collective_wire"
+        con,
+        "SELECT src_worker, dst_worker, predicted_bytes, ratio, window_bytes, bytes, connections "
+        "FROM collective_wire",
     )
-    assert len(got) == 2 * len(PROFILED)
-    assert {(r["src_worker"], r["dst_worker"]) for r in got} == {("W1", "W2"), ("W2", "W1")}
+    assert len(got) == RANKS * len(PROFILED)
+    assert {(r["src_worker"], r["dst_worker"]) for r in got} == set(LEFT.items())
+    assert {r["predicted_bytes"] for r in got} == {2 * (RANKS - 1) / RANKS * gradient_bytes()}
     assert all(abs(r["ratio"] - 1) < 0.001 for r in got), got
     assert all(r["connections"] == 1 for r in got), got  # gloo: one socket per pair (the store's is small)
     coverage = rows(con, "SELECT matched, collectives, matched_share FROM collective_coverage")
-    assert len(coverage) == 2
+    assert len(coverage) == RANKS
     assert all(r["matched"] == r["collectives"] == len(PROFILED) for r in coverage), coverage
     assert all(r["matched_share"] > 0.99 for r in coverage), coverage
-    assert [r["ok"] for r in rows(con, "SELECT ok FROM collective_clock_check")] == [True, True]
+    assert [r["ok"] for r in rows(con, "SELECT ok FROM collective_clock_check")] == [True] * RANKS
 
 
 def test_gloo_steps_have_communication_but_no_device_compute(con) -> None:
     got = rows(con, f"SELECT * FROM step_breakdown WHERE run = '{RUN}' ORDER BY worker, step")
     assert [(r["worker"], r["step"], r["timed_by"]) for r in got] == [
-        (w, s, "pytorch_profiler") for w in ("W1", "W2") for s in PROFILED
+        (w, s, "pytorch_profiler") for w in LEFT for s in PROFILED
     ]
     for r in got:
         assert r["compute_ns"] is None  # a CPU-only trace has no kernels
         assert r["exposed_ns"] is None
         assert 0 < r["communication_ns"] < r["step_ns"]
-        assert r["busiest_link"] in ("W1", "W2")
+        assert r["busiest_link"] == LEFT[r["worker"]]  # its data link, never the one it only ACKs on
         assert 0 < r["link_busy_share"] < 1
-    stragglers = rows(con, "SELECT ranks, last_rank FROM collective_stragglers")
+    stragglers = rows(con, "SELECT seq, ranks, last_rank, spread_ns, wait_ns FROM collective_stragglers")
     assert len(stragglers) == len(PROFILED)
-    assert all(r["ranks"] == 2 for r in stragglers)
+    assert all(r["ranks"] == RANKS for r in stragglers)
+    starts: dict[int, list[int]] = {}
+    for c in rows(con, "SELECT seq, start_ns FROM collective_calls"):
+        starts.setdefault(c["seq"], []).append(c["start_ns"])
+    for r in stragglers:  # every rank waits from its own start to the last one's
+        t = starts[r["seq"]]
+        assert (r["spread_ns"], r["wait_ns"]) == (max(t) - min(t), sum(max(t) - s for s in t))
 
 
 def test_gloo_timeline_figure(con) -> None:
@@ -92,4 +109,7 @@ def test_gloo_timeline_figure(con) -> None:
     spec = figures.build(con, "collective_timeline", [RUN]).to_dict()
     (block,) = spec["vconcat"]
     lanes = {s["lane"] for s in block["vconcat"][0]["data"]["values"]}
-    assert lanes == {"rank 0 (W1)", "rank 1 (W2)", "W1→W2 wire", "W2→W1 wire"}
+    assert lanes == {
+        *(f"rank {r} (W{r + 1})" for r in range(RANKS)),
+        *(f"{s}→{d} wire" for s, d in LEFT.items()),
+    }
