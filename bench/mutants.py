@@ -1063,6 +1063,30 @@ MUTANTS = [
             "test_a_tree_link_under_one_percent_of_the_data_is_little_even_in_a_short_capture",
         ),
     ),
+    Mutant(
+        "pytorch_profiler.reduce_scatter_by_its_input",
+        "tracecore/logs/pytorch_profiler.py",
+        '"Out msg nelems" if op == "reduce_scatter" else "In msg nelems"',
+        '"In msg nelems" if op == "reduce_scatter" else "In msg nelems"',
+        "a reduce-scatter's message counted by all ranks' input (N times NCCL's count)",
+        ("tests/test_logs_collectives.py::test_pytorch_profiler_reduce_scatter_counts_each_ranks_output",),
+    ),
+    Mutant(
+        "collective_links.gloo_ring_to_the_right",
+        "queries/collective_links.sql",
+        "CASE WHEN c.gloo THEN c.n - 1 ELSE 1 END",
+        "CASE WHEN c.gloo THEN c.n + 1 ELSE 1 END",
+        "gloo's ring taken to the right, as NCCL's rank order: rank r sends to r + 1",
+        ("tests/test_collectives_gloo.py",),
+    ),
+    Mutant(
+        "step_breakdown.quietest_link_busiest",
+        "queries/step_breakdown.sql",
+        "SELECT run, worker, step, arg_max(dst, busy_ns) AS busiest_link",
+        "SELECT run, worker, step, arg_min(dst, busy_ns) AS busiest_link",
+        "the link a worker kept busy least named its busiest",
+        ("tests/test_collectives_gloo.py",),
+    ),
     # ---- the grids' size bound (issue 25, item 13) ---------------------------------------------------
     Mutant(
         "grid_check.limit_a_zero_too_many",
