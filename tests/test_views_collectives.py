@@ -234,6 +234,27 @@ def test_gpu_busbw_is_algbw_times_the_ring_factor_of_the_communicator_size(con) 
     )
 
 
+def test_gpu_bandwidths_of_all_gathers_and_broadcasts_use_nccl_tests_factors(con) -> None:
+    """nccl-tests' figures: an all-gather's algorithm bandwidth is its N·S output over the sender's
+    span and its bus bandwidth (N−1)/N of that, a broadcast's both S over the span: every such row of
+    NCCL's plugin, from its call's times (2 and 4 ranks, so neither factor is 1/2 by chance)."""
+    got = rows(
+        con,
+        "SELECT w.op, w.n_ranks AS n, w.message_bytes AS s, c.end_ns - c.start_ns AS span, "
+        "w.gpu_algbw_gbs AS alg, w.gpu_busbw_gbs AS bus FROM collective_wire AS w "
+        "JOIN collective_calls AS c ON c.run = w.run AND c.source = w.source AND c.comm = w.comm "
+        "AND c.seq = w.seq AND c.rank = w.src_rank "
+        "WHERE w.source = 'nccl_profiler' AND w.op IN ('all_gather', 'broadcast')",
+    )
+    assert sorted({(r["op"], r["n"]) for r in got}) == [
+        ("all_gather", 2), ("all_gather", 4), ("broadcast", 2), ("broadcast", 4)
+    ]  # fmt: skip
+    for r in got:
+        gather = r["op"] == "all_gather"
+        assert r["alg"] == pytest.approx(r["s"] * (r["n"] if gather else 1) / r["span"], rel=1e-12), r
+        assert r["bus"] == pytest.approx(r["alg"] * ((r["n"] - 1) / r["n"] if gather else 1), rel=1e-12), r
+
+
 def test_without_nccl_logs_the_plugins_communicator_size_is_the_ranks_that_recorded_it(
     tmp_path: Path,
 ) -> None:
