@@ -29,10 +29,12 @@
 --                      verdict and step: cost its duration − the median duration of its operation and
 --                      size
 --   collective time    note: the shares of the collectives' time by verdict
---   exposed communication   per worker, step_breakdown's exposed communication over its steps: cost
---                      Σ exposed_ns; listed when ≥ exposed_share of the steps' time
---   gpu idle           per worker, step_breakdown's GPU idle time (no kernel, copy or set) over its
---                      steps' GPU span: cost Σ gpu_idle_ns; listed when ≥ idle_share of that span
+--   exposed communication   step_breakdown's exposed communication over the profiled steps, per
+--                      worker: cost the workers' mean Σ exposed_ns; listed when a worker's is
+--                      ≥ exposed_share of its steps' GPU time
+--   gpu idle           step_breakdown's GPU idle time (no kernel, copy or set) over the steps' GPU
+--                      span, per worker: cost the workers' mean Σ gpu_idle_ns; listed when a worker's
+--                      is ≥ idle_share of that span
 --   retransmissions    per directed worker link, tcp_health's retransmissions when ≥ retrans_share of
 --                      its data segments and ≥ min_retransmissions (no cost: TCP's recovery time is not
 --                      measured per segment)
@@ -216,29 +218,39 @@ steps AS MATERIALIZED (
     ) AS b
     JOIN chosen AS c USING (run)
 ),
-exposed AS (
-    SELECT run, 'problem' AS severity, 'exposed communication' AS finding, worker AS subject,
-           sum(exposed_ns)::BIGINT AS cost_ns,
-           printf('%s: communication nothing hid took %.0f%% of its %d profiled steps (%.1f of %.1f ms on the '
-                  || 'GPU): the GPU waited on collectives', worker, 100 * sum(exposed_ns) / sum(step_ns), count(*),
-                  sum(exposed_ns) / 1e6, sum(step_ns) / 1e6) AS claim,
-           'tracecore query step_breakdown --run ' || any_value(q) AS evidence
+per_worker AS (  -- each worker's profiled steps: exposed communication and GPU idle over the steps' GPU span
+    SELECT run, worker, any_value(q) AS q, count(*) AS n_steps, sum(step_ns) AS step_ns,
+           sum(exposed_ns) AS exposed_ns, sum(gpu_idle_ns) AS gpu_idle, sum(iteration_ns) AS iteration_ns
     FROM steps
-    WHERE exposed_ns IS NOT NULL
     GROUP BY run, worker
-    HAVING sum(exposed_ns) >= exposed_share * sum(step_ns)
+),
+exposed AS (
+    SELECT run, 'problem' AS severity, 'exposed communication' AS finding, 'workers' AS subject,
+           avg(exposed_ns)::BIGINT AS cost_ns,
+           printf('communication nothing hid took %.0f%% of the profiled steps'' GPU time (%.1f ms a worker over '
+                  || '%d steps; %s): the GPUs waited on collectives', 100 * sum(exposed_ns) / sum(step_ns),
+                  avg(exposed_ns) / 1e6, max(n_steps),
+                  string_agg(printf('%s %.0f%%', worker, 100 * exposed_ns / step_ns), ', '
+                             ORDER BY exposed_ns / step_ns DESC, worker)) AS claim,
+           'tracecore query step_breakdown --run ' || any_value(q) AS evidence
+    FROM per_worker
+    WHERE exposed_ns IS NOT NULL
+    GROUP BY run
+    HAVING max(exposed_ns / step_ns) >= exposed_share
 ),
 idle AS (
-    SELECT run, 'problem' AS severity, 'gpu idle' AS finding, worker AS subject, sum(gpu_idle_ns)::BIGINT AS cost_ns,
-           printf('%s: the GPU ran nothing %.0f%% of its %d profiled steps'' GPU span (%.1f of %.1f ms) and %.0f%% '
-                  || 'of their wall time (%.1f ms)', worker, 100 * sum(gpu_idle_ns) / sum(step_ns), count(*),
-                  sum(gpu_idle_ns) / 1e6, sum(step_ns) / 1e6,
-                  100 * (1 - sum(step_ns - gpu_idle_ns) / sum(iteration_ns)), sum(iteration_ns) / 1e6) AS claim,
+    SELECT run, 'problem' AS severity, 'gpu idle' AS finding, 'workers' AS subject, avg(gpu_idle)::BIGINT AS cost_ns,
+           printf('the GPUs ran nothing %.0f%% of the profiled steps'' GPU span (%.1f ms a worker over %d steps; '
+                  || '%s) and %.0f%% of their wall time', 100 * sum(gpu_idle) / sum(step_ns), avg(gpu_idle) / 1e6,
+                  max(n_steps),
+                  string_agg(printf('%s %.0f%%', worker, 100 * gpu_idle / step_ns), ', '
+                             ORDER BY gpu_idle / step_ns DESC, worker),
+                  100 * (1 - sum(step_ns - gpu_idle) / sum(iteration_ns))) AS claim,
            'tracecore query step_breakdown --run ' || any_value(q) AS evidence
-    FROM steps
-    WHERE gpu_idle_ns IS NOT NULL AND iteration_ns IS NOT NULL
-    GROUP BY run, worker
-    HAVING sum(gpu_idle_ns) >= idle_share * sum(step_ns)
+    FROM per_worker
+    WHERE gpu_idle IS NOT NULL AND iteration_ns IS NOT NULL
+    GROUP BY run
+    HAVING max(gpu_idle / step_ns) >= idle_share
 ),
 health AS MATERIALIZED (
     SELECT h.run, h.src_worker, h.dst_worker, sum(h.data_packets) AS data_packets,
@@ -386,7 +398,7 @@ found AS (
 SELECT run,
        row_number() OVER (PARTITION BY run ORDER BY severity = 'note', cost_ns DESC NULLS LAST, finding, subject)
            AS rank,
-       severity, finding, subject, cost_ns, claim, evidence
+       severity, finding, subject, cost_ns, coalesce(claim, finding) AS claim, evidence
 FROM found
 ORDER BY run, rank;
 

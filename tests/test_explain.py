@@ -209,3 +209,9 @@ def test_the_four_rank_runs_slowest_all_reduce_is_start_skew_with_its_late_rank(
     assert "straggler — the ranks started over 39.6 of its 63.4 ms, rank 3 (W4) last" in found[0]["claim"]
     (skew,) = rows(four_ranks, "SELECT * FROM findings WHERE finding = 'start skew'")
     assert (skew["severity"], skew["rank"]) == ("problem", 1), skew
+    # the GPUs' side, one finding each for the run: every worker's share of its profiled steps
+    (exposed,) = rows(four_ranks, "SELECT * FROM findings WHERE finding = 'exposed communication'")
+    assert "(100.5 ms a worker over 3 steps; W1 74%, W2 72%, W3 71%, W4 59%)" in exposed["claim"]
+    (idle,) = rows(four_ranks, "SELECT * FROM findings WHERE finding = 'gpu idle'")
+    assert "(42.3 ms a worker over 3 steps; W4 39%, W3 27%, W2 26%, W1 24%)" in idle["claim"]
+    assert [exposed["rank"], idle["rank"]] == [2, 3]
