@@ -98,16 +98,35 @@ def main() -> None:
     pandas from pyarrow here (0.3 CPU-s) failed ingest on the JIT path (tests/test_cli_jit.py runs
     this console script; bench/results/jit-startup.md; tests/test_cli_startup.py the shortcuts).
     """
+    from tracecore.cli.destination import checked_stdout
+    from tracecore.errors import TracecoreError
+
+    checked_stdout()  # a write standard output refuses is one line and exit 2, whoever writes
     code: int | str | None = 0
     only = one_command(sys.argv, dict(os.environ))
     try:
         build_app(only)()
     except SystemExit as done:
         code = done.code
+    except TracecoreError as err:  # outside a command's boundary: --version or --help to a full disk
+        code = _said(err)
     if isinstance(code, str):
         print(code, file=sys.stderr)
         code = 1
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a closed pipe (`| head`) is not an error here
-            stream.flush()
+    try:
+        sys.stdout.flush()
+    except TracecoreError as err:  # what was left in the buffer: said unless an error was said already
+        code = code or _said(err)
+    except Exception:  # a closed pipe (`| head`) is not an error here
+        pass
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
     os._exit(code or 0)
+
+
+def _said(err: Exception) -> int:
+    """`err` as the boundary says it (cli.common): one line on stderr; its exit code."""
+    from tracecore.terminal import safe
+
+    print(f"Error: {safe(str(err))}", file=sys.stderr)
+    return int(getattr(err, "exit_code", 1))

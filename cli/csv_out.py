@@ -41,7 +41,7 @@ def emit_csv_lines(
     from tracecore.csv_text import header
 
     rows = 0
-    with sink(out) as text:
+    with sink(out, escaped=True) as text:
         text.write(header(names))
         for chunk in chunks:
             lines = chunk if limit is None else chunk[: limit - rows]

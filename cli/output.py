@@ -112,7 +112,7 @@ def write_batches(
                 writer.write_batch(batch)
         return
     write_text = {Format.csv: write_csv, Format.json: _write_json}[fmt]  # `table` is each command's own
-    with sink(out) as text:
+    with sink(out, escaped=fmt is Format.csv) as text:  # JSON escapes control characters itself
         write_text(schema, batches, text)
 
 

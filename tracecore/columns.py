@@ -170,9 +170,11 @@ def _datetime(ns: int | float) -> dt.datetime:
 
 def cell(value: object) -> str:
     """A plain value as text: floats to 6 decimals as papers print them (0.054068, 111.5), tiny or
-    huge ones to 6 digits; None as NULL."""
-    from tracecore.json_values import interval_text, is_interval
+    huge ones to 6 digits; None as NULL; bytes as hex (json_values.binary_text)."""
+    from tracecore.json_values import binary_text, interval_text, is_interval
 
+    if isinstance(value, bytes):
+        return binary_text(value)
     if not isinstance(value, float):
         return "NULL" if value is None else interval_text(value) if is_interval(value) else str(value)
     return f"{value:.6f}".rstrip("0").rstrip(".") if 1e-3 <= abs(value) < 1e12 else f"{value:.6g}"

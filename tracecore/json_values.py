@@ -1,8 +1,9 @@
-"""Values made fit for JSON: NaN and infinity become null, decimals become numbers.
+"""Values made fit for JSON: NaN and infinity become null, decimals become numbers, bytes hex text.
 
 Why one owner: the CLI's JSON output, the model tables and the charts' inline Vega-Lite data all meet
 floats that a fit or a view leaves non-finite (JSON has no NaN) and DuckDB's 128-bit sums, which
-arrive as `Decimal`.
+arrive as `Decimal`; a BLOB (`from_hex('ff00fe')`) is `ff00fe` in CSV, JSON and tables alike, since
+neither JSON nor Arrow's CSV writer has a form for bytes that are not UTF-8.
 """
 
 from __future__ import annotations
@@ -40,10 +41,18 @@ def interval_text(value: Any) -> str:
     return " ".join(parts)
 
 
+def binary_text(value: bytes) -> str:
+    """Bytes as text: their hex digits (`ff00fe`)."""
+    return value.hex()
+
+
 def json_value(value: Any) -> Any:
-    """`value` with every non-finite float as None and every Decimal as an int or float, nested too."""
+    """`value` with every non-finite float as None, every Decimal as an int or float and bytes as hex
+    text, nested too."""
     if is_interval(value):
         return interval_text(value)
+    if isinstance(value, bytes):
+        return binary_text(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Decimal):
@@ -62,7 +71,8 @@ def json_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def csv_schema(schema: pa.Schema) -> pa.Schema:
     """`schema` as CSV can hold it: dictionary columns as their values, nested ones (lists, structs)
-    as JSON text and intervals as DuckDB's text, since Arrow's CSV writer has no form for them."""
+    as JSON text, intervals as DuckDB's text and binary ones as hex, since Arrow's CSV writer has no
+    form for them."""
     import pyarrow as pa
 
     def flat(field: pa.Field) -> pa.Field:
@@ -76,7 +86,18 @@ def csv_schema(schema: pa.Schema) -> pa.Schema:
 def _as_text(type_: pa.DataType) -> bool:
     import pyarrow as pa
 
-    return pa.types.is_nested(type_) or pa.types.is_interval(type_)
+    return pa.types.is_nested(type_) or pa.types.is_interval(type_) or _is_binary(type_)
+
+
+def _is_binary(type_: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return (
+        pa.types.is_binary(type_)
+        or pa.types.is_large_binary(type_)
+        or pa.types.is_fixed_size_binary(type_)
+        or pa.types.is_binary_view(type_)
+    )
 
 
 def _json_text(value: Any) -> str:
@@ -86,7 +107,8 @@ def _json_text(value: Any) -> str:
 
 
 def csv_ready(batch: pa.RecordBatch, plain: pa.Schema) -> pa.Table:
-    """`batch` cast to `plain` (csv_schema of its schema), each nested value written as JSON text."""
+    """`batch` cast to `plain` (csv_schema of its schema), each nested value written as JSON text, each
+    interval as DuckDB's text, each binary one as hex."""
     import pyarrow as pa
 
     from tracecore.arrow_rows import array  # not pa.array: it imports pandas
@@ -95,6 +117,7 @@ def csv_ready(batch: pa.RecordBatch, plain: pa.Schema) -> pa.Table:
     for i, field in enumerate(batch.schema):
         if _as_text(field.type):
             text = interval_text if pa.types.is_interval(field.type) else _json_text
+            text = binary_text if _is_binary(field.type) else text
             values = [None if v is None else text(v) for v in table.column(i).to_pylist()]
             table = table.set_column(i, field.name, array(values, pa.string()))
     # already plain (no dictionary column): as it is; a cast, even to its own types, imports
