@@ -1087,6 +1087,18 @@ MUTANTS = [
         "the link a worker kept busy least named its busiest",
         ("tests/test_collectives_gloo.py",),
     ),
+    Mutant(
+        "collective_wire.all_gather_busbw_as_all_reduce",
+        "queries/collective_wire.sql",
+        "WHEN l.op IN ('all_gather', 'reduce_scatter') THEN (g.n - 1.0) / g.n",
+        "WHEN l.op IN ('all_gather', 'reduce_scatter') THEN 2.0 * (g.n - 1) / g.n",
+        "an all-gather's bus bandwidth with the all-reduce's factor 2(N-1)/N",
+        COLLECTIVE_TESTS,
+        ci=(
+            "tests/test_views_collectives.py::"
+            "test_gpu_bandwidths_of_all_gathers_and_broadcasts_use_nccl_tests_factors",
+        ),
+    ),
     # ---- the grids' size bound (issue 25, item 13) ---------------------------------------------------
     Mutant(
         "grid_check.limit_a_zero_too_many",
