@@ -31,7 +31,7 @@ MAX_RECORD = 1 << 20  # the longest record (or top-level value) decoded; longer 
 MAX_META_KEYS = 64  # top-level values kept beside the events
 _SPACE = re.compile(r"[ \t\r\n\x00]*")  # white space between records (NULs a crash left too)
 _SPACE_OR_COMMA = re.compile(r"[ \t\r\n\x00,]*")
-_BRACKET_OR_QUOTE = re.compile(r'[\[\]{}"]')
+_BRACKETS_OR_QUOTE = re.compile(r'[\[{]+|[\]}]+|"')  # a run of openers or closers is one step
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 # what a parser's use of one decoded record may raise on hostile values (a list where a number goes,
 # a number past every type): the record is one bad line, never the file's end
@@ -130,16 +130,21 @@ class TraceRecords:
         if at >= stop or buf[at] not in '{["':
             return False
         depth = 0
-        while (found := _BRACKET_OR_QUOTE.search(buf, at, stop)) is not None:
-            if found.group() == '"':
+        while (found := _BRACKETS_OR_QUOTE.search(buf, at, stop)) is not None:
+            run = found.group()
+            if run == '"':
                 string = _STRING.match(buf, found.start(), stop)
                 if string is None:
                     return False
                 at = string.end()
+            elif run[0] in "[{":
+                depth, at = depth + len(run), found.end()
+            elif len(run) >= depth:  # the value closes inside this run of closers
+                self._pos = found.start() + depth
+                return True
             else:
-                depth += 1 if found.group() in "[{" else -1
-                at = found.end()
-            if depth <= 0:
+                depth, at = depth - len(run), found.end()
+            if depth == 0:  # a string value
                 self._pos = at
                 return True
         return False
