@@ -23,7 +23,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from tracecore.report_findings import findings_section
+from tracecore.report_findings import Leading, findings_section
 from tracecore.report_tables import GPU_TABLES, RUN_COLUMNS, TABLES, Table, html_table, table_rows
 from tracecore.version import __version__
 
@@ -71,16 +71,6 @@ SECTIONS = (  # the report's order
     Section("compare", "Run comparison", lambda fig: fig.name.startswith("runs_")),
     Section("tables", "Tables", lambda fig: False, TABLES),
 )
-
-
-@dataclass(frozen=True)
-class Leading:
-    """A section above the figures: its anchor, its name in the page's index, its HTML (one or more
-    `<section>` elements)."""
-
-    id: str
-    nav: str
-    html: str
 
 
 # Sections above the figures, in order, each built by a function of (catalog, runs, short run labels)

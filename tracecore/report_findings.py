@@ -9,6 +9,7 @@ so the page pays for them once.
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tracecore.explain import NO_COLLECTIVES, by_run, cost_text
@@ -16,7 +17,16 @@ from tracecore.explain import NO_COLLECTIVES, by_run, cost_text
 if TYPE_CHECKING:
     import duckdb
 
-    from tracecore.report import Leading
+
+@dataclass(frozen=True)
+class Leading:
+    """A section above the report's figures (`report.LEADING` builds them; the findings are the first):
+    its anchor, its name in the page's index, its HTML (a heading and one or more `<section>`s)."""
+
+    id: str
+    nav: str
+    html: str
+
 
 # the `findings` parameters that name rows already computed, and the view each must hold
 SHARED = {"wire": "collective_wire", "health": "tcp_health", "steps": "step_breakdown"}
@@ -29,7 +39,6 @@ def findings_section(
     from tracecore.figures._views import run_view, shared
     from tracecore.figures.holds import has_collectives
     from tracecore.query import known_runs
-    from tracecore.report import Leading
 
     asked = runs or known_runs(con)
     names: dict[str, str] = {}
