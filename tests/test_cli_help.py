@@ -113,8 +113,12 @@ def test_the_dataset_option_names_its_default_and_variable() -> None:
     assert option_rows(help_of(("ingest",)))["--out"] == option_rows(help_of(("ingest",)))["--data"]
 
 
+GUIDES = ("README.md", *sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")))
+
+
 def readme_examples() -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The command lines of the README's and the guides' sh blocks, which the tests below run."""
+    text = "\n".join((REPO / guide).read_text(encoding="utf-8") for guide in GUIDES)
     blocks = re.findall(r"```(?:sh|bash|console)\n(.*?)```", text, re.DOTALL)
     return [
         line.split("  #")[0].strip()
@@ -142,7 +146,7 @@ def test_examples_are_everywhere() -> None:
         "model scaling",
         "model optimus",
     }
-    assert len(readme_examples()) == 29  # README's sh blocks: 29 lines start with `tracecore ` or `cat `
+    assert len(readme_examples()) == 37  # the README's and docs/' sh lines starting `tracecore ` or `cat `
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 ROCE_ONLY = REPO.parent / "shared" / "corpus-rdma" / "scapy_roce_hexcaps.pcap"  # 3 RoCE frames, no TCP
 runner = CliRunner()
 
-TABLES = {  # what a user asks first, each as the README shows it
+TABLES = {  # what a user asks first, each as the guides show it
     "step_breakdown": ["query", "step_breakdown"],
     "tcp_health": ["query", "tcp_health", "--run", CNN, "--limit", "8"],
     "collective_wire": ["query", "collective_wire", "--run", MLP, "--limit", "8"],
@@ -175,7 +175,7 @@ def test_an_empty_view_says_what_the_sample_lacks(sample_dataset, view, says) ->
     assert one.startswith(f"run {SAMPLE} has {says}")
     section = {"nccl_topology": "NCCL's own account", "rdma_flows": "GPU-cluster traffic: RoCEv2 and tunnels"}
     assert one.endswith(
-        f"; see README '{section.get(view, 'Which collective was slow, and was it the network?')}'"
+        f"; see docs/gpu-runs.md '{section.get(view, 'Which collective was slow, and was it the network?')}'"
     )
 
 
@@ -183,7 +183,8 @@ def test_compare_of_one_run_says_it_needs_two(sample_dataset) -> None:
     (line,) = _why(["query", "compare", "--data", str(sample_dataset), "--run", SAMPLE])
     assert line == (
         f"compare needs at least two runs: only run {SAMPLE} is selected (select two with --run A --run B, or"
-        " group runs with -p group_by=COLUMN); see README 'Was a link held down, and what did a change do?'"
+        " group runs with -p group_by=COLUMN); see docs/using.md 'Was a link held down, and what did a change"
+        " do?'"
     )
     assert _why(["query", "compare", "--data", str(sample_dataset), "-f", "json"]) == []  # two runs: rows
 
@@ -194,8 +195,8 @@ def test_a_run_without_tcp_says_so(tmp_path: Path) -> None:
     ingest([ROCE_ONLY], tmp_path / "data", jobs=1)
     data = ["--data", str(tmp_path / "data")]
     (line,) = _why(["query", "tcp_health", *data])
-    assert (
-        line == "run scapy_roce_hexcaps has no TCP packets; see README 'Did TCP lose packets? `tcp_health`'"
+    assert line == (
+        "run scapy_roce_hexcaps has no TCP packets; see docs/gpu-runs.md 'Did TCP lose packets? `tcp_health`'"
     )
     wrote, line = _why(["query", "compare", *data, "-f", "parquet", "-o", str(tmp_path / "c.parquet")])
     assert wrote == f"wrote 0 rows to {tmp_path / 'c.parquet'}"

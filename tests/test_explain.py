@@ -179,14 +179,19 @@ W4 = "torch_ddp-cnn3m-sgd-32-nccl-normal-ring-w4"
 
 
 @pytest.fixture(scope="module")
-def four_ranks(tmp_path_factory: pytest.TempPathFactory):
+def four_ranks_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not GPU_FOUR.is_dir():
         pytest.fail(f"corpus missing: {GPU_FOUR} (the shared/ folder must sit beside the checkout)")
     out = tmp_path_factory.mktemp("w4") / "data"
     summary = ingest([GPU_FOUR], out, jobs=1)
     assert not summary.failed
     assert not summary.problems, summary.problems
-    connection = open_catalog(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def four_ranks(four_ranks_data: Path):
+    connection = open_catalog(four_ranks_data)
     yield connection
     connection.close()
 
@@ -215,3 +220,12 @@ def test_the_four_rank_runs_slowest_all_reduce_is_start_skew_with_its_late_rank(
     (idle,) = rows(four_ranks, "SELECT * FROM findings WHERE finding = 'gpu idle'")
     assert "(42.3 ms a worker over 3 steps; W4 39%, W3 27%, W2 26%, W1 24%)" in idle["claim"]
     assert [exposed["rank"], idle["rank"]] == [2, 3]
+
+
+def test_the_readmes_explain_output_is_what_explain_prints(four_ranks_data: Path) -> None:
+    """The README's first answer is `tracecore explain` on the 4-rank run, in a 100-column terminal."""
+    from tracecore.explain import as_text, explain
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```text\n", 1)[1].split("```", 1)[0]
+    assert block == as_text(explain(four_ranks_data, runs=[W4]), 100)

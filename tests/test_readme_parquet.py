@@ -1,4 +1,4 @@
-"""The README's "Reading the Parquet files directly" snippet, taken from README.md and run as written,
+"""The guide's "Reading the Parquet files directly" snippet, taken from docs/using.md and run as written,
 reads the rows the catalog's `packets` counts: with Polars, pyarrow and pandas, on both sample runs
 (the sender-side sample and `both_directions`, whose captures hold each packet twice).
 
@@ -21,8 +21,8 @@ BOTH = both_directions_run().name
 
 
 def readme_snippet() -> str:
-    """The first Python block after the README's paragraph on reading the Parquet files directly."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The first Python block after the guide's paragraph on reading the Parquet files directly."""
+    text = (REPO / "docs" / "using.md").read_text(encoding="utf-8")
     after = text[text.index("Reading the Parquet files directly") :]
     return re.search(r"```python\n(.*?)```", after, re.DOTALL).group(1)
 
@@ -38,7 +38,7 @@ def snippet(sample_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> d
     cwd = Path.cwd()
     os.chdir(here)
     try:
-        exec(compile(readme_snippet(), "README.md", "exec"), names)
+        exec(compile(readme_snippet(), "docs/using.md", "exec"), names)
         names["packets"] = names["packets"].collect()  # the lazy scan's paths are relative to here
     finally:
         os.chdir(cwd)

@@ -20,7 +20,9 @@ from tracecore.cli.app import app
 from tracecore.ingest import ingest, open_catalog
 
 REPO = Path(__file__).resolve().parent.parent
-README = (REPO / "README.md").read_text(encoding="utf-8")
+# the README and the guides it links, as one text
+GUIDES = (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")))
+README = "\n".join(p.read_text(encoding="utf-8") for p in GUIDES)
 GPU_CORPUS = REPO.parent / "shared" / "corpus-gpu"
 TWO_RANKS = GPU_CORPUS / "h100-nccl-socket-2rank" / "torch_ddp-mlp-sgd-32-nccl-0-ring"
 VIEWS = {p.stem for p in (REPO / "queries").glob("*.sql")}

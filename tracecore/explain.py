@@ -20,8 +20,8 @@ VIEW = "findings"
 THRESHOLDS = "tracecore query findings --describe"
 NO_COLLECTIVES = (
     "no collectives were recorded (PyTorch profiler trace, NCCL Inspector, NCCL's profiler plugin): "
-    "the verdicts on collectives and steps need them (README: Which collective was slow, and was it "
-    "the network?)"
+    "the verdicts on collectives and steps need them (docs/gpu-runs.md: Which collective was slow, and "
+    "was it the network?)"
 )
 
 

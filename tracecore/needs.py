@@ -3,7 +3,7 @@
 Why its own module: an empty table that says nothing leaves a user guessing whether the run, the
 parameters or tracecore is at fault. Each view names its needs in its header (`-- Needs: collectives`);
 here each need is one check on the catalog's tables (the selected runs that lack it) and one line
-saying what is missing and where the README tells how to get it. The CLI prints the line.
+saying what is missing and which guide (docs/) tells how to get it. The CLI prints the line.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _runs_without(condition: str) -> str:
     return f"SELECT r FROM (SELECT unnest($runs::VARCHAR[]) AS r) AS s WHERE NOT EXISTS ({condition})"
 
 
-COLLECTIVES_GUIDE = ("README.md", "Which collective was slow, and was it the network?")
+COLLECTIVES_GUIDE = ("docs/gpu-runs.md", "Which collective was slow, and was it the network?")
 
 NEEDS: dict[str, Need] = {
     "collectives": Need(
@@ -55,28 +55,28 @@ NEEDS: dict[str, Need] = {
         "SELECT r FROM (SELECT unnest($runs::VARCHAR[]) AS r) AS s WHERE len($runs::VARCHAR[]) < 2",
         "{view} needs at least two runs: only {runs} is selected (select two with --run A --run B, or"
         " group runs with -p group_by=COLUMN)",
-        ("README.md", "Was a link held down, and what did a change do?"),
+        ("docs/using.md", "Was a link held down, and what did a change do?"),
     ),
     "tcp": Need(
         _runs_without("SELECT 1 FROM packets AS p WHERE p.run = s.r AND p.ip_proto = 6"),
         "{runs} {has} no TCP packets",
-        ("README.md", "Did TCP lose packets? `tcp_health`"),
+        ("docs/gpu-runs.md", "Did TCP lose packets? `tcp_health`"),
     ),
     "rdma": Need(
         _runs_without("SELECT 1 FROM packets AS p WHERE p.run = s.r AND p.rdma_opcode IS NOT NULL"),
         "{runs} {has} no RDMA packets (RoCE or InfiniBand): a host's own capture does not see them",
-        ("README.md", "GPU-cluster traffic: RoCEv2 and tunnels"),
+        ("docs/gpu-runs.md", "GPU-cluster traffic: RoCEv2 and tunnels"),
     ),
     "nccl log": Need(
         _runs_without("SELECT 1 FROM nccl_ranks AS n WHERE n.run = s.r"),
         "{runs} {has} no NCCL debug log: none was ingested (NCCL_DEBUG=INFO and NCCL_DEBUG_FILE in the"
         " run folder make one)",
-        ("README.md", "NCCL's own account"),
+        ("docs/gpu-runs.md", "NCCL's own account"),
     ),
     "training log": Need(
         _runs_without("SELECT 1 FROM train_log AS t WHERE t.run = s.r"),
         "{runs} {has} no training log: no train_history.log (or other training history) was ingested",
-        ("README.md", "Using the CLI"),
+        ("docs/using.md", "Using the CLI"),
     ),
 }
 
@@ -124,4 +124,4 @@ def _line(need: Need, view: str, runs: list[str]) -> str:
         has="has" if len(runs) == 1 else "have",
     )
     file, section = need.guide
-    return f"{text}; see {Path(file).stem} '{section}'"
+    return f"{text}; see {file} '{section}'"

@@ -2,7 +2,7 @@
 driver's side of a combining view.
 
 Why by run: nearly every view groups by run, and every macro takes `runs := [...]`, so a query over
-many runs is the same query over a few runs at a time (README's Dask section; the design notes in
+many runs is the same query over a few runs at a time (docs/dataset.md, the Dask section; the design notes in
 shared/reference/runners-and-scaleout.md §4.3). One SQL dialect stays: each part runs the view's own
 macro in DuckDB on a Dask worker, and the driver only concatenates, or, for a view with a
 `Combine:` line, runs that view's own SQL over the concatenated rows of the view it combines.
