@@ -22,7 +22,8 @@
 --   matched                those that were given at least one frame
 --   span_start_ns, span_end_ns   the span, UTC ns
 --   payload_bytes          TCP and UDP payload on the link in the span, bytes
---   matched_bytes          payload collective_wire attributed to the source's collectives, bytes
+--   matched_bytes          payload collective_wire attributed to the source's collectives, re-sent
+--                          bytes included (the payload counts every copy), bytes
 --   matched_share          matched_bytes / payload_bytes
 --   predicted_bytes        the collectives' predicted bytes on the link, bytes
 CREATE OR REPLACE MACRO collective_coverage(runs := NULL, err_ns := NULL) AS TABLE

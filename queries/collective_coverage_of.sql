@@ -22,7 +22,7 @@ spans AS (
            count(*) FILTER (WHERE w.frames > 0) AS matched,
            min(w.start_ns) - coalesce(any_value(e.err), err_ns, 1000000) AS span_start_ns,
            max(w.last_byte_ns) AS span_end_ns,
-           sum(w.bytes)::BIGINT AS matched_bytes, sum(w.predicted_bytes) AS predicted_bytes
+           sum(w.bytes + w.resent_bytes)::BIGINT AS matched_bytes, sum(w.predicted_bytes) AS predicted_bytes
     FROM wire_rows AS w
     LEFT JOIN errs AS e ON e.run = w.run AND e.source = w.source
     GROUP BY w.run, w.source, w.src_worker, w.dst_worker

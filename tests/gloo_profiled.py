@@ -1,4 +1,4 @@
-"""A captured 2-rank gloo DDP run with PyTorch's profiler, made in a network-namespace testbed.
+"""A captured gloo DDP run with PyTorch's profiler (2 ranks unless asked), made in a namespace testbed.
 
 Why a helper of its own: the collectives' join needs a run with profiler traces, and the GPU corpus
 cannot be remade in `make test`. On CPU, PyTorch's profiler records gloo's collectives as

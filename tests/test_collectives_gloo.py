@@ -74,19 +74,14 @@ def test_gloo_all_reduces_are_their_message_on_each_link(con) -> None:
     assert {r["predicted_bytes"] for r in got} == {2 * (RANKS - 1) / RANKS * gradient_bytes()}
     assert all(abs(r["ratio"] - 1) < 0.001 for r in got), got
     assert all(r["connections"] == 1 for r in got), got  # gloo: one socket per pair (the store's is small)
-    coverage = rows(
-        con,
-        "SELECT c.*, w.resent FROM collective_coverage AS c JOIN (SELECT src_worker, "
-        "sum(resent_bytes) AS resent FROM collective_wire GROUP BY ALL) AS w USING (src_worker)",
-    )
+    coverage = rows(con, "SELECT * FROM collective_coverage")
     assert len(coverage) == RANKS
     assert all(r["matched"] == r["collectives"] == len(PROFILED) for r in coverage), coverage
-    # the span's payload counts every copy of a re-sent segment, the collectives each byte once: a loaded
-    # machine drops frames between the namespaces (one run here re-sent 59 segments, 85 kB, 0.26 % of
-    # the link's payload), so what no collective explains is the payload less both
-    assert all(
-        r["payload_bytes"] - r["matched_bytes"] - r["resent"] < 0.001 * r["payload_bytes"] for r in coverage
-    ), coverage
+    # the span's payload counts every copy of a re-sent segment, and so do the collectives' matched bytes:
+    # a loaded machine drops frames between the namespaces (one run here re-sent 59 segments, 85 kB,
+    # 0.26 % of the link's payload), and they are no traffic of unknown origin
+    unexplained = [r["payload_bytes"] - r["matched_bytes"] for r in coverage]
+    assert all(u < 0.001 * r["payload_bytes"] for u, r in zip(unexplained, coverage, strict=True)), coverage
     assert [r["ok"] for r in rows(con, "SELECT ok FROM collective_clock_check")] == [True] * RANKS
 
 
