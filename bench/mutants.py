@@ -1184,6 +1184,9 @@ def make_copy(parent: Path) -> Path:
     shared = REPO.parent / "shared"
     if shared.exists():
         (parent / "shared").symlink_to(shared)
+    hta = REPO / ".venv-hta"  # HTA's own venv (make test builds it): the step breakdown's reference
+    if hta.exists():
+        (root / ".venv-hta").symlink_to(hta)
     return root
 
 
