@@ -33,11 +33,13 @@ def read(
     fmt: FormatOpt = Format.table,
     out: Out = None,
 ) -> None:
-    """Read a capture and print its packets: number, seconds since the first, source → destination,
-    protocol, frame length and tshark's Info (TCP: ports, flags, Seq, Ack, Win, Len; UDP: ports, Len;
-    RoCE: operation, QP, PSN). Seq and Ack are relative, as tshark shows them by default (to the first
-    sequence number of each direction); --format csv has the raw tcp_seq and tcp_ack. In a terminal
-    each line is cut to its width with …; piped or written, lines stay whole.
+    """Read a capture and print its packets, tshark style, or export them.
+
+    Each line: number, seconds since the first, source → destination, protocol, frame length and
+    tshark's Info (TCP: ports, flags, Seq, Ack, Win, Len; UDP: ports, Len; RoCE: operation, QP, PSN).
+    Seq and Ack are relative, as tshark shows them by default (to the first sequence number of each
+    direction); --format csv has the raw tcp_seq and tcp_ack. In a terminal each line is cut to its
+    width with …; piped or written, lines stay whole.
 
     \b
     Examples:
