@@ -169,6 +169,8 @@ def test_table_output_is_readable_and_bounded() -> None:
         (["query", "train_duration", "--from", "1s"], "view train_duration takes no time window"),
         (["query", "link_util", "--bin", "fast"], "cannot read duration 'fast'"),
         (["query", "link_util", "-p", "oops"], "--param takes KEY=VALUE"),
+        # a number's parameter given text reached DuckDB's binder ("+(INTEGER_LITERAL, STRING_LITERAL)")
+        (["query", "contention", "-p", "threshold=abc"], "parameter threshold takes a number (default 0.8)"),
         (["query", "link_util", "--bin", "0ms"], "bin_ns must be a positive whole number of ns"),
         (["query", "link_util_ci", "--bin", "0"], "window_ns must be a positive whole number of ns"),
         (["query", "burstiness", "-p", "bins_ns=1ms,0"], "bins_ns must be positive"),

@@ -94,7 +94,13 @@ def convert_param(param: ViewParam, value: Any) -> Any:
         return value
     if param.name == "runs" or param.default.startswith("["):
         return [_scalar(param.name, v.strip()) for v in value.split(",") if v.strip()]
-    return _scalar(param.name, value)
+    converted = _scalar(param.name, value)
+    if isinstance(converted, str) and _NUMBER.fullmatch(param.default):
+        raise UsageError(f"parameter {param.name} takes a number (default {param.default}), got {value!r}")
+    return converted
+
+
+_NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][-+]?\d+)?")  # a default written as a number: the value must be one
 
 
 def _scalar(name: str, value: str) -> Any:
