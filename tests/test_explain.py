@@ -21,6 +21,7 @@ import pytest
 
 from tests import commands
 from tests.gloo_profiled import Cause, make_run
+from tests.test_views_collectives import rows
 from tracecore.ingest import ingest, open_catalog
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns]
@@ -58,12 +59,6 @@ def con(data: Path):
     connection = open_catalog(data)
     yield connection
     connection.close()
-
-
-def rows(con, sql: str, params: list | None = None) -> list[dict]:
-    cur = con.execute(sql, params or [])
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def problems(con, run: str) -> list[dict]:
