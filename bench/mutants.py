@@ -873,6 +873,14 @@ MUTANTS = [
         TCP_HEALTH_TESTS,
     ),
     Mutant(
+        "tcp_segments.fin_always_reaches",
+        "queries/tcp_segments.sql",
+        "span - (fl & 1 <> 0 AND alone AND sent > 10000)::BIGINT AS reach",
+        "span AS reach",
+        "a FIN after 10,000 segments of a flow without its reverse moves `next` by 1 (not in tshark)",
+        TCP_HEALTH_TESTS,
+    ),
+    Mutant(
         "tcp_health.spurious_counts_fast",
         "queries/tcp_health.sql",
         "count(*) FILTER (spurious_retransmission) AS spurious_retransmissions,",

@@ -60,7 +60,8 @@
 --                    from the segment to that ACK (tshark's tcp.analysis.ack_rtt on such ACKs)
 --   Not followed: a 1-byte zero-window probe at `next` moves `next` here, not in tshark (Linux probes
 --   with 0 bytes at next − 1, a keep-alive); an ACK of data the capture never saw does not reset the
---   reverse flow's duplicate ACK count as tshark's "ACKed unseen segment" does.
+--   reverse flow's duplicate ACK count as tshark's "ACKed unseen segment" does; tshark takes a `next`
+--   of 0 (a segment ending at 2^32 exactly) for none, and the packet after it for new data.
 --
 -- Parameters:
 --   runs     list of run names; NULL = every run

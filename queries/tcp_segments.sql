@@ -22,8 +22,9 @@
 --                       number is not that of the flow's SYN before it (rows of one microsecond share one)
 --   rel                 sequence number unwrapped across 2^32 (an offset of the flow's first packet; 0 steps
 --                       from the SYN that starts an epoch); compare it only within an epoch
---   nxt, nxt_ns         the highest sequence end the flow sent before it, and when the packet that
---                       first reached it was sent
+--   reach               span, less a FIN's 1 after 10,000 segments of a flow without its reverse (tshark)
+--   nxt, nxt_ns         the highest sequence end (rel + reach) the flow sent before it, and when the
+--                       packet that first reached it was sent
 --   last_at_ts          the flow's last packet at its ts_ns (in the order above): the row an as-of
 --                       join on ts_ns takes
 --   keep_alive          ≤ 1 byte at nxt − 1, no SYN/FIN/RST
@@ -65,8 +66,9 @@ restarts AS (
 stepped AS (
     -- the signed 32-bit step of the sequence number from the flow's previous packet in (time, raw
     -- number) order: their sum is the unwrapped number whatever the order within a timestamp, as long
-    -- as neighbours lie less than 2^31 apart; 0 where an epoch starts
-    SELECT s.*, coalesce(r.epoch, 0) AS epoch,
+    -- as neighbours lie less than 2^31 apart; 0 where an epoch starts. `alone`: no packet of the
+    -- reverse flow is in the dataset
+    SELECT s.*, coalesce(r.epoch, 0) AS epoch, v.flow IS NULL AS alone,
            CASE WHEN r.ts_ns = s.ts_ns AND s.fl & 2 = 2 THEN 0
                 ELSE (s.sq::BIGINT + 6442450944
                       - coalesce(lag(s.sq) OVER (PARTITION BY s.flow ORDER BY s.ts_ns, s.sq), s.sq)::BIGINT)
@@ -74,14 +76,24 @@ stepped AS (
            END AS step
     FROM seg AS s
     ASOF LEFT JOIN restarts AS r ON r.flow = s.flow AND r.ts_ns <= s.ts_ns
+    LEFT JOIN (SELECT DISTINCT flow FROM seg) AS v ON v.flow = s.back
 ),
 unwrapped AS (
-    SELECT * EXCLUDE (step), sum(step) OVER (PARTITION BY flow ORDER BY ts_ns, sq ROWS UNBOUNDED PRECEDING) AS rel
-    FROM stepped
+    -- rows of one time and number are peers of the sums (RANGE): one value, whichever took the step
+    SELECT * EXCLUDE (step, alone, sent),
+           -- tshark keeps at most 10,000 segments no ACK of the reverse flow has removed, and a SYN or
+           -- FIN beyond them moves `next` by its payload only: so a flow's FIN after 10,000 segments
+           -- where the dataset has no reverse flow (an approximation: with it, none nears 10,000)
+           span - (fl & 1 <> 0 AND alone AND sent > 10000)::BIGINT AS reach
+    FROM (
+        SELECT *, sum(step) OVER w AS rel, count(*) FILTER (WHERE span > 0) OVER w AS sent
+        FROM stepped
+        WINDOW w AS (PARTITION BY flow ORDER BY ts_ns, sq)
+    )
 ),
 reached AS (
-    -- `next`: the highest sequence end before this packet
-    SELECT *, max(rel + span) OVER before AS nxt,
+    -- `next`: the highest sequence end before this packet (`reach`: what the packet adds to it)
+    SELECT *, max(rel + reach) OVER before AS nxt,
            lag(win) OVER f AS prev_win, lag(ak) OVER f AS prev_ak,
            lead(ts_ns) OVER f IS DISTINCT FROM ts_ns AS last_at_ts
     FROM unwrapped
@@ -90,7 +102,7 @@ reached AS (
 ),
 ends AS (
     -- when `next` was reached: the last packet before this one that raised it (tshark's nextseqtime)
-    SELECT *, max(ts_ns) FILTER (WHERE nxt IS NULL OR rel + span > nxt) OVER earlier AS nxt_ns,
+    SELECT *, max(ts_ns) FILTER (WHERE nxt IS NULL OR rel + reach > nxt) OVER earlier AS nxt_ns,
            sum((ak IS DISTINCT FROM prev_ak)::BIGINT) OVER (f ROWS UNBOUNDED PRECEDING) AS ack_run
     FROM reached
     WINDOW f AS (PARTITION BY flow, epoch ORDER BY ts_ns, rel, span, ak, fl, win),

@@ -352,6 +352,17 @@ RULES = {
         (1_000_200, True, 7001, 9001, ACK, 1000, 0),
         (1_000_300, True, 7001, 9001, ACK, 1000, 1000),
     ],
+    # only a's side captured: 10,000 segments, a FIN 1 ms later, a re-send 50 µs after it; tshark keeps
+    # 10,000 segments no ACK removed, and the FIN beyond them moves `next` by its payload only: `next` was
+    # reached by the last segment, 1 ms before, and the re-send is a retransmission (the sender-side
+    # file alone of the loss run met it)
+    "fin-after-10000": [
+        (0, True, 1000, 0, SYN, 1000, 0),
+        (200, True, 1001, 5001, ACK, 1000, 0),
+        *((300 + i, True, 1001 + 100 * i, 5001, ACK, 1000, 100) for i in range(10_000)),
+        (11_300, True, 1_001_001, 5001, ACK | 1, 1000, 0),
+        (11_350, True, 1001, 5001, ACK, 1000, 100),
+    ],
     # b refused the first SYN (RST, sequence number 0), the RST was lost, a sent the SYN again 1 s later:
     # b's SYN+ACK starts its flow afresh, and its ACKs of the hole at 2001 are duplicate ACKs (before,
     # its initial sequence number ≥ 2^31 lay 2^31 below the RST's 0, which stayed b's `next`: no
@@ -408,6 +419,7 @@ def test_tsharks_rules_on_crafted_segments(tmp_path: Path) -> None:
         "acked-soon": (1, 1, 0),
         "resent-to-next": (2, 0, 0),
         "ports-reused": (1, 0, 0),
+        "fin-after-10000": (1, 0, 0),
         "refused-first": (1, 0, 0),  # the SYN sent again
     }
     assert got["refused-first"][sent[2:] + sent[:2]]["dup_acks"] == 2
@@ -500,10 +512,10 @@ def loss_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.mark.slow
 def test_a_real_loss_run_matches_tshark(loss_run: tuple[Path, Path], tmp_path: Path) -> None:
     """The view, over both workers' files, counts what tshark counts on the two captures merged; the
-    4 MB transfer's data flow has retransmissions and its ACK flow duplicate ACKs; the connection both
-    ways has spurious retransmissions (in about half the runs some sent soon after `next` was reached,
-    out-of-order by that test alone: tshark tests "already acknowledged" first; RULES' "acked-soon"
-    always has one). The sender's file alone (one direction):
+    4 MB transfer's data flow has retransmissions and its ACK flow duplicate ACKs; the run has spurious
+    retransmissions (0 to a few hundred per connection; in about half the runs some sent soon after
+    `next` was reached, out-of-order by that test alone: tshark tests "already acknowledged" first;
+    RULES' "acked-soon" always has one). The sender's file alone (one direction):
     the view counts what tshark counts on that file, with no RTT and no window_full for a flow whose
     reverse is missing."""
     run_dir, merged = loss_run
@@ -519,7 +531,7 @@ def test_a_real_loss_run_matches_tshark(loss_run: tuple[Path, Path], tmp_path: P
     assert got[data_flow]["window_full"] > 0, got
     assert got[data_flow]["payload_bytes"] >= 4 << 20, got
     assert total["rtt_samples"] > 100, total
-    assert sum(c["spurious_retransmissions"] for k, c in got.items() if 29612 in (k[1], k[3])) > 0, got
+    assert total["spurious_retransmissions"] > 0, total  # both connections have some, neither always
 
     # the sender's file alone: one direction
     sender = next(p for p in sorted(run_dir.glob("worker-*-tcpdump.pcap")) if p.name.startswith("worker-1"))
@@ -561,19 +573,28 @@ def wrap_between(src: Path, dst: Path, seq_after: int) -> tuple:
     """`src` with one flow's sequence numbers moved (and its reverse flow's acknowledgment numbers and
     SACK edges), so that two of its data segments sent in one microsecond lie on both sides of 2^32:
     the later one starts at `seq_after`, the earlier one near 2^32. A real capture with another initial
-    sequence number. Returns the flow."""
+    sequence number. No sequence end or acknowledgment of the flow becomes 0: tshark takes a `next` of 0
+    for none (a quirk tcp_health does not copy, 1 in 2^32 in a real capture). Returns the flow."""
     data = bytearray(src.read_bytes())
     seqs: dict[tuple, list[int]] = defaultdict(list)
+    numbers: dict[tuple, set[int]] = defaultdict(set)  # per flow: each packet's end and (reverse) ack
     for frame, cap, us in pcap_records(data):
         header = tcp_header(data, frame, cap)
-        if header and header[2] > 0:
-            seqs[(header[1], us)].append(struct.unpack_from(">I", data, header[0] + 4)[0])
+        if header is None:
+            continue
+        tcp, key, payload = header
+        seq, ack = struct.unpack_from(">II", data, tcp + 4)
+        numbers[key].add((seq + payload + bool(data[tcp + 13] & 3)) % 2**32)
+        numbers[key[2:] + key[:2]].add(ack)
+        if payload > 0:
+            seqs[(key, us)].append(seq)
     pairs = [
         (key, s) for key, s in seqs.items() if len(s) >= 2 and s == sorted(s) and s[-1] - s[-2] > seq_after
     ]
-    assert pairs, "no two data segments of one flow in one microsecond"
-    (flow, _), sent = pairs[len(pairs) // 2]
-    offset = (seq_after - sent[-1]) % 2**32
+    offsets = [(flow, (seq_after - sent[-1]) % 2**32) for (flow, _), sent in pairs]
+    fit = [(flow, off) for flow, off in offsets if all((n + off) % 2**32 for n in numbers[flow])]
+    assert fit, "no two data segments of one flow in one microsecond"
+    flow, offset = fit[len(fit) // 2]
     back = (flow[2], flow[3], flow[0], flow[1])
 
     def move(at: int) -> None:
