@@ -859,8 +859,8 @@ MUTANTS = [
     Mutant(
         "tcp_segments.next_reached_again",
         "queries/tcp_segments.sql",
-        "max(ts_ns) FILTER (WHERE nxt IS NULL OR rel + span > nxt) OVER earlier AS nxt_ns,",
-        "max(ts_ns) FILTER (WHERE nxt IS NULL OR rel + span >= nxt) OVER earlier AS nxt_ns,",
+        "max(ts_ns) FILTER (WHERE nxt IS NULL OR rel + reach > nxt) OVER earlier AS nxt_ns,",
+        "max(ts_ns) FILTER (WHERE nxt IS NULL OR rel + reach >= nxt) OVER earlier AS nxt_ns,",
         "`next`'s time moved by a retransmission ending at it (tshark keeps the first packet's)",
         TCP_HEALTH_TESTS,
     ),
