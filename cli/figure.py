@@ -85,7 +85,9 @@ def figure(
     scale: Annotated[
         float | None,
         typer.Option(
-            "--scale", help="Pixel scale of a PNG (or size factor of a PDF).", show_default="2 (PDF: 1)"
+            "--scale",
+            help="Pixel scale of a PNG (up to 20; other formats take the chart's size).",
+            show_default="2",
         ),
     ] = None,
     theme: Annotated[
@@ -119,11 +121,9 @@ def figure(
     figures.get(name)  # an unknown name fails before the dataset is opened
     from tracecore.cli.destination import save_chart, writing
     from tracecore.figures.options import FigureOptions
-    from tracecore.figures.render import DATA_FORMATS, check_suffix, save_data
+    from tracecore.figures.render import DATA_FORMATS, check_scale_for, check_suffix, save_data
     from tracecore.query import parse_duration_ns, with_dataset
 
-    if scale is not None and scale <= 0:
-        raise UsageError(f"--scale must be positive, not {scale}")
     options = FigureOptions(
         bin_ns=None if bin_ is None else parse_duration_ns(bin_),
         from_ns=None if from_ is None else parse_duration_ns(from_),
@@ -140,6 +140,7 @@ def figure(
         theme=theme,
     )
     target = check_suffix(out if out is not None else Path(f"{name}.png"))
+    check_scale_for(target, scale)
     check_file(target)
     if data_out is not None:
         check_file(check_suffix(data_out, DATA_FORMATS))

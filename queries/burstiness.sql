@@ -16,7 +16,7 @@
 -- second pass over ts_ns, only runs when a window is asked for).
 --
 -- Parameters:
---   bins_ns  list of bin widths, ns (default [100000, 1000000, 10000000, 100000000])
+--   bins_ns  list of bin widths, ns (default [100000, 1000000, 10000000, 100000000]); range (0, ∞)
 --   runs     list of run names; NULL = every run
 --   from_ns  window start, ns after the run's first packet; NULL = run start
 --   to_ns    window end (exclusive), ns after the run's first packet; NULL = run end

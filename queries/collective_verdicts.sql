@@ -37,14 +37,14 @@
 --
 -- Parameters:
 --   runs              list of run names; NULL = every run
---   straggler_share   the spread's least share of the duration for a straggler (default 0.5)
---   min_late_ns       the least lateness of a straggler, ns (default 1 000 000 = 1 ms)
---   latency_bytes     messages below this are latency-bound, bytes (default 65 536)
---   slow_link_share   a link at most this share of the others' median rate is slow (default 0.5)
---   busy_share        the least busy share of the joined time for a saturated link (default 0.7)
---   peak_share        the least share of the link's peak rate for a saturated link (default 0.7)
---   slow_factor       the least slowdown over clean instances for a retransmitting one (default 1.5)
---   retrans_share     the least share of its frames retransmitted for a retransmitting one (default 0.005)
+--   straggler_share   the spread's least share of the duration for a straggler (default 0.5); range [0, 1]
+--   min_late_ns       the least lateness of a straggler, ns (default 1 000 000 = 1 ms); range [0, ∞)
+--   latency_bytes     messages below this are latency-bound, bytes (default 65 536); range [0, ∞), a whole number
+--   slow_link_share   a link at most this share of the others' median rate is slow (default 0.5); range [0, 1]
+--   busy_share        the least busy share of the joined time for a saturated link (default 0.7); range [0, 1]
+--   peak_share        the least share of the link's peak rate for a saturated link (default 0.7); range [0, 1]
+--   slow_factor       the least slowdown over clean instances for a retransmitting one (default 1.5); range [1, ∞)
+--   retrans_share     the least share of its frames retransmitted for a retransmitting one (default 0.005); range [0, 1]
 --   idle_ns           a longer gap between frames is idle time, ns (default 1 000 000 = 1 ms)
 -- Columns:
 --   run, source, comm, seq, op, step   the collective instance (step: the source's or training log's)

@@ -68,7 +68,7 @@ judged AS (
     SELECT i.*, i.end_ns - i.start_ns AS duration_ns, i.last_start_ns - i.start_ns AS spread_ns,
            CASE WHEN i.ranks > 1 THEN (i.last_start_ns - i.others_start)::BIGINT END AS late_ns,
            i.end_ns - i.last_start_ns AS joined_ns,
-           l.links IS NOT NULL AS on_wire, coalesce(l.frames, 0) AS frames,
+           coalesce(l.frames, 0) > 0 AS on_wire, coalesce(l.frames, 0) AS frames,
            coalesce(l.retransmissions, 0) AS retransmissions,
            coalesce(l.retransmitted_bytes, 0) AS retransmitted_bytes,
            s.src_worker AS slow_src, s.dst_worker AS slow_dst, s.bytes AS slow_bytes, s.busy_ns AS slow_busy_ns,

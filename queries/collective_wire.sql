@@ -57,9 +57,9 @@
 -- Parameters:
 --   runs             list of run names; NULL = every run
 --   err_ns           allowed clock error before a collective's start, ns; NULL = the largest stated
---                    error of the source's files (collective_clocks.error_ns), else 1 ms
---   idle_ns          a longer gap between frames is idle time, ns (default 1 000 000 = 1 ms)
---   min_conn_share   data connections carry at least this share of the pair's busiest one (default 0.1)
+--                    error of the source's files (collective_clocks.error_ns), else 1 ms; range [0, ∞)
+--   idle_ns          a longer gap between frames is idle time, ns (default 1 000 000 = 1 ms); range (0, ∞)
+--   min_conn_share   data connections carry at least this share of the pair's busiest one (default 0.1); range [0, 1]
 -- Columns:
 --   run, source, comm, seq, op, step, algorithm, n_ranks   the collective instance (as collective_links)
 --   message_bytes           S: NCCL's count × element size, bytes

@@ -25,8 +25,8 @@
 --
 -- Parameters:
 --   bin_ns      bin width, ns (default 100 000 000 = 100 ms; see above)
---   threshold   fraction of the reference below which a busy bin counts as below (default 0.8, KungFu's)
---   min_bins    busy bins in a row a held window needs at least (default 3)
+--   threshold   fraction of the reference below which a busy bin counts as below (default 0.8, KungFu's); range (0, 1]
+--   min_bins    busy bins in a row a held window needs at least (default 3); range [1, ∞), a whole number
 --   runs        list of run names; NULL = every run
 --   from_ns     window start, ns after the run's first packet; NULL = run start
 --   to_ns       window end (exclusive), ns after the run's first packet; NULL = run end

@@ -44,7 +44,8 @@
 --                      minor_link_share of the busiest link's bytes left out: cost their time
 --   topology           nccl_topology's verdict false, or logs not paired with their worker's capture
 --   clock              collective_clock_check failures: the sources' times cannot be trusted
---   missing capture    fewer workers captured than the run name says, or ranks without a worker
+--   missing capture    fewer workers captured than the run name says, ranks without a worker, or a
+--                      worker whose capture holds no packets
 --   unexplained bytes  note: collective_coverage's matched share below coverage_min on a link
 --   loss               train_duration: a lossy run's training time over its 0 %-loss baseline's: cost
 --                      the difference; listed when ≥ 1 + min_share × the baseline
@@ -52,17 +53,17 @@
 --
 -- Parameters:
 --   runs            list of run names; NULL = every run
---   min_share       a cost's least share of the collective time (or of the baseline) to be listed (default 0.05)
---   min_count_share the least share of the collectives a systematic finding holds for (default 0.5)
---   exposed_share   the least exposed share of the steps for a finding (default 0.2)
---   idle_share      the least GPU idle share of the steps' GPU span for a finding (default 0.2)
+--   min_share       a cost's least share of the collective time (or of the baseline) to be listed (default 0.05); range [0, 1]
+--   min_count_share the least share of the collectives a systematic finding holds for (default 0.5); range [0, 1]
+--   exposed_share   the least exposed share of the steps for a finding (default 0.2); range [0, 1]
+--   idle_share      the least GPU idle share of the steps' GPU span for a finding (default 0.2); range [0, 1]
 --   retrans_share   the least retransmitted share of a link's data segments, and of a collective's
 --                   frames for collective_verdicts' retransmitting rule (default 0.005)
---   min_retransmissions   the least retransmitted segments of a link for a finding (default 10)
---   rtt_factor      a link's median RTT over the run's lowest link median for a note (default 10)
---   coverage_min    a link's matched share below this is noted (default 0.9)
+--   min_retransmissions   the least retransmitted segments of a link for a finding (default 10); range [0, ∞), a whole number
+--   rtt_factor      a link's median RTT over the run's lowest link median for a note (default 10); range [1, ∞)
+--   coverage_min    a link's matched share below this is noted (default 0.9); range [0, 1]
 --   minor_link_share   held windows of a link that carried less than this share of the run's busiest
---                   link's bytes are not listed (links that carry only ACKs; default 0.25)
+--                   link's bytes are not listed (links that carry only ACKs; default 0.25); range [0, 1]
 --   straggler_share, min_late_ns, latency_bytes, slow_link_share, busy_share, peak_share, slow_factor,
 --   idle_ns         collective_verdicts' thresholds (same defaults)
 --   wire, health, steps   names of rows a caller already has (a table, view or common table expression:
@@ -361,6 +362,12 @@ missing AS (
            'tracecore query collective_coverage --run ' || c.q
     FROM (SELECT DISTINCT run, source, rank, file FROM collective_calls WHERE worker IS NULL) AS k
     JOIN chosen AS c USING (run)
+    UNION ALL
+    SELECT w.run, 'problem', 'missing capture', w.worker, NULL::BIGINT,
+           printf('%s''s capture %s holds no packets: its links are not seen', w.worker, w.capture),
+           'tracecore query run_summary --run ' || c.q
+    FROM workers AS w JOIN chosen AS c USING (run)
+    WHERE w.packets = 0
 ),
 unexplained AS (
     SELECT u.run, 'note' AS severity, 'unexplained bytes' AS finding, u.src_worker || '→' || u.dst_worker AS subject,

@@ -23,7 +23,7 @@
 -- links); by_pair := false: one series per run holding every packet (src_worker, dst_worker NULL).
 --
 -- Parameters:
---   window_ns   window width, ns (default 1 000 000 000 = 1 s)
+--   window_ns   window width, ns (default 1 000 000 000 = 1 s); range (0, ∞)
 --   src, dst    with by_pair: the link as worker labels, e.g. 'W1', 'W2'; NULL = every link with traffic
 --   runs        list of run names; NULL = every run
 --   from_ns     first window start, ns after the run's first packet; NULL = run start

@@ -17,10 +17,10 @@
 -- RoCEv2 frames count like any other, by frame_len; `congestion` adds ECN-CE marks and CNPs.
 --
 -- Parameters:
---   bin_ns   bin width, ns (default 10 000 000 = 10 ms; 100 000 = 100 µs works)
+--   bin_ns   bin width, ns (default 10 000 000 = 10 ms; 100 000 = 100 µs works); range (0, ∞)
 --   runs     list of run names; NULL = every run
---   from_ns  window start, ns after the run's first packet; NULL = run start
---   to_ns    window end (exclusive), ns after the run's first packet; NULL = run end
+--   from_ns  window start, ns after the run's first packet; NULL = run start; range [0, ∞)
+--   to_ns    window end (exclusive), ns after the run's first packet; NULL = run end; range [0, ∞)
 -- Columns:
 --   run, src_worker, dst_worker   directed pair (worker labels W1..Wn); only pairs with ≥ 1 packet
 --                                 between two workers in the window appear

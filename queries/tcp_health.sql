@@ -67,7 +67,7 @@
 --   runs     list of run names; NULL = every run
 --   from_ns  window start, ns after the run's first packet; NULL = run start
 --   to_ns    window end (exclusive), ns after the run's first packet; NULL = run end
---   ooo_ns   out-of-order threshold where no handshake was captured, ns (default 3 000 000 = 3 ms, tshark's)
+--   ooo_ns   out-of-order threshold where no handshake was captured, ns (default 3 000 000 = 3 ms, tshark's); range [0, ∞)
 -- Columns:
 --   run
 --   src_worker, dst_worker        worker labels of the flow's ends; NULL where an end is no worker

@@ -282,7 +282,7 @@ def test_figure_command_writes_each_format(tmp_path, sample_dataset) -> None:
         (["figure", "link_util", "--links", "W1→W9"], "no traffic on W1→W9; links: W1→W2, W1→W3"),
         (["figure", "link_util", "--layout", "grid"], "--layout takes one of facet, by-source, overlay"),
         (["figure", "link_util", "--theme", "neon"], "unknown theme 'neon'; themes: tracecore, carbong10"),
-        (["figure", "link_util", "--scale", "0"], "--scale must be positive"),
+        (["figure", "link_util", "--scale", "0"], "--scale must be a number above 0 and at most 20, not 0"),
         (["figure", "flow_matrix", "--run", "nope"], "unknown run 'nope'"),
         (["figure"], "give a figure name, or --list"),
     ],

@@ -17,7 +17,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from tracecore import views
+from tracecore import param_ranges, views
 from tracecore.csv_text import INTEGER_TYPES
 from tracecore.errors import DatasetError, UsageError
 from tracecore.views import ViewParam, view_params
@@ -146,6 +146,8 @@ def build_call(name: str, runs: list[str] | None, params: dict[str, Any]) -> tup
         if key.endswith("_ns") and any(abs(v) > MAX_NS for v in _ints(value)):
             shown = _duration(value) if isinstance(value, int) else repr(value)
             raise UsageError(f"{key} {shown} is too large: at most {MAX_NS:,} ns (about 292 years)")
+    for key, value in values.items():
+        param_ranges.check_value(name, key, value)
     if runs and "runs" in names:
         values["runs"] = runs
     args = ", ".join(f"{k} := ${k}" for k in values)

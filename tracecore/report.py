@@ -14,7 +14,6 @@ tracecore's own, the run comparison (two runs or more), and the tables.
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -203,9 +202,9 @@ def _page(con: duckdb.DuckDBPyConnection, runs: Runs, source: str, progress: Pro
         runs_table=html_table(summary, [c for c in RUN_COLUMNS if c in summary.column_names], labels),
         sections="\n".join(body),
         footer=footer,
-        specs=_script_json(specs),
-        csv_paths=_script_json(csv_paths),
-        vega_bundle=_script_safe(render.vega_bundle()),
+        specs=render.script_json(specs),
+        csv_paths=render.script_json(csv_paths),
+        vega_bundle=render.script_safe(render.vega_bundle()),
     )
 
 
@@ -324,17 +323,4 @@ def _downloads(chart_id: str, name: str) -> str:
         f'<button type="button" data-chart="{chart_id}" data-kind="{kind}" data-name="{name}">'
         f"{kind.upper()}</button>"
         for kind in ("png", "svg", "csv")
-    )
-
-
-def _script_safe(text: str) -> str:
-    """Text that cannot end the <script> element it is placed in."""
-    return text.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
-
-
-def _script_json(value: Any) -> str:
-    return (
-        json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-        .replace("</", "<\\/")
-        .replace("<!--", "<\\!--")
     )

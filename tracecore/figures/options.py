@@ -32,6 +32,8 @@ DATA_OPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "ci": (("ci",), "--ci"),
 }
 
+MAX_PANEL_PX = 10_000  # a panel's --width/--height: a 10,000 px panel already outgrows any page
+
 
 @dataclass(frozen=True)
 class FigureOptions:
@@ -47,7 +49,7 @@ class FigureOptions:
     ci: str = "t"  # confidence interval method, one of CI_METHODS
     title: str | None = None  # replaces the figure's title
     paper_refs: bool = False  # add the paper's figure or table number to the title
-    width: int | None = None  # px of one panel (facets: each panel)
+    width: int | None = None  # px of one panel, at most MAX_PANEL_PX (facets: each panel)
     height: int | None = None
     theme: str | None = None  # "tracecore" (default) or one of vl-convert's Vega themes
 
@@ -63,6 +65,10 @@ class FigureOptions:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise UsageError(f"{name} must be positive, not {value}")
+        for name in ("width", "height"):
+            value = getattr(self, name)
+            if value is not None and value > MAX_PANEL_PX:
+                raise UsageError(f"--{name} is a panel's size in px, at most {MAX_PANEL_PX}, not {value}")
         theme_config(self.theme)  # an unknown theme is refused before any work
 
     def asked(self) -> set[str]:

@@ -195,9 +195,8 @@ def collective_timeline(con: duckdb.DuckDBPyConnection, runs: Runs) -> alt.TopLe
     starts = {r["run"]: r["start_ns"] for r in run_view(con, "run_bounds", runs=runs).to_pylist()}
     for run, steps in by_run.items():
         step = steps[len(steps) // 2]
-        block = _timeline_block(
-            con, run, step, labels[run], calls.get(run, []), wire.get(run, []), starts[run]
-        )
+        start = starts.get(run, steps[0]["t0"])  # no packet captured: time from the first step
+        block = _timeline_block(con, run, step, labels[run], calls.get(run, []), wire.get(run, []), start)
         if block is not None:
             blocks.append(block)
     return collectives.timeline_chart(blocks)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,34 +62,152 @@ def vl_version(vl_spec: dict[str, Any]) -> str | None:
     return f"{match.group(1)}.{match.group(2)}" if match else None
 
 
-def to_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
-    import vl_convert as vlc
+# vl-convert aborts the process (a Rust panic) on a C0 control character in any text it draws; JSON
+# writes each as \u00XX, so the rendered text gets the character's picture instead (U+241B for ESC).
+_CONTROL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u00(0[0-8bcef]|1[0-9a-f])", re.IGNORECASE)
+# V8 (inside vl-convert) reserves a 64 GiB address-space cage at start and aborts when it cannot.
+_V8_CAGE_BYTES = 65 << 30
+MAX_PIXELS = 200_000_000  # a PNG's width × height × scale² at most (about 800 MB of pixels)
+MAX_SCALE = 20.0
 
+
+def _render_text(chart: alt.TopLevelMixin) -> tuple[str, str | None]:
+    """The spec as JSON text vl-convert can draw whatever the data holds, and its Vega-Lite version."""
     s = spec(chart)
-    return vlc.vegalite_to_png(s, vl_version=vl_version(s), scale=scale)
+    text = json.dumps(s, separators=(",", ":"))
+    text = _CONTROL_ESCAPE.sub(lambda m: f"{m.group(1)}\\u24{m.group(2)}", text)
+    return text, vl_version(s)
+
+
+def check_renderer_room(
+    work: str = "drawing PNG, SVG or PDF", instead: str = "write .html or .json"
+) -> None:
+    """Refuse in one line where the address-space limit (`ulimit -v`) leaves V8 no room: it would abort."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return
+    in_use = _address_space_in_use()
+    if soft < in_use + _V8_CAGE_BYTES:
+        raise UsageError(
+            f"{work} needs {(in_use + _V8_CAGE_BYTES) / 2**30:.0f} GiB of address space "
+            f"(the renderer's V8 reserves 64 GiB, most never used) and the limit (ulimit -v) is "
+            f"{soft / 2**30:.1f} GiB: raise it, or {instead}"
+        )
+
+
+def _address_space_in_use() -> int:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 4 << 30  # no /proc: a generous guess for a Python process with DuckDB loaded
 
 
 def to_svg(chart: alt.TopLevelMixin) -> str:
     import vl_convert as vlc
 
-    s = spec(chart)
-    return vlc.vegalite_to_svg(s, vl_version=vl_version(s))
+    check_renderer_room()
+    text, version = _render_text(chart)
+    return vlc.vegalite_to_svg(text, vl_version=version)
 
 
-def to_pdf(chart: alt.TopLevelMixin, scale: float = 1.0) -> bytes:
+def to_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
+    """The chart drawn as its SVG, then rasterised at `scale` when the pixels fit `MAX_PIXELS`."""
+    import vl_convert as vlc
+
+    check_scale(scale)
+    svg = to_svg(chart)
+    width, height = svg_size(svg)
+    pixels = width * height * scale * scale
+    if pixels > MAX_PIXELS:
+        raise UsageError(
+            f"a PNG of {width:.0f}×{height:.0f} px at scale {scale:g} would hold {pixels / 1e6:.0f} "
+            f"million pixels (at most {MAX_PIXELS / 1e6:.0f} million): lower --scale, --width or "
+            "--height, or write .svg or .pdf"
+        )
+    return vlc.svg_to_png(svg, scale=scale)
+
+
+def check_scale_for(path: Path, scale: float | None) -> None:
+    """`scale` only for a PNG (a PDF or SVG is drawn at the chart's size), and within `check_scale`."""
+    kind = path.suffix.lower().lstrip(".")
+    if scale is not None and kind != "png":
+        raise UsageError(
+            f"--scale sets a PNG's pixels; a {kind.upper()} is drawn at the chart's size (--width, --height)"
+        )
+    if scale is not None:
+        check_scale(scale)
+
+
+def check_scale(scale: float) -> None:
+    """A PNG's pixel scale: finite, positive, at most `MAX_SCALE`."""
+    if not (math.isfinite(scale) and 0 < scale <= MAX_SCALE):
+        raise UsageError(f"--scale must be a number above 0 and at most {MAX_SCALE:g}, not {scale:g}")
+
+
+_SVG_SIZE = re.compile(rb'<svg[^>]*?\bwidth="([\d.]+)"[^>]*?\bheight="([\d.]+)"')
+
+
+def svg_size(svg: str) -> tuple[float, float]:
+    """The width and height, px, on an SVG's root element."""
+    match = _SVG_SIZE.search(svg[:2000].encode())
+    if not match:
+        raise UsageError("the renderer's SVG has no width and height")
+    return float(match.group(1)), float(match.group(2))
+
+
+def to_pdf(chart: alt.TopLevelMixin) -> bytes:
     """A vector PDF with its fonts embedded (vl-convert draws it from the same scene as the SVG)."""
     import vl_convert as vlc
 
+    check_renderer_room()
+    text, version = _render_text(chart)
+    return vlc.vegalite_to_pdf(text, vl_version=version)
+
+
+def to_html(chart: alt.TopLevelMixin, title: str | None = None) -> str:
+    """One chart as a standalone page with Vega, Vega-Lite and vega-embed inlined (`vega_bundle`), its
+    spec written so no text in it can end the script (as the report writes its charts)."""
+    import html
+
     s = spec(chart)
-    return vlc.vegalite_to_pdf(s, vl_version=vl_version(s), scale=scale)
+    name = title or _title_text(s.get("title")) or "tracecore figure"
+    return (
+        '<!DOCTYPE html>\n<html>\n<head>\n<meta charset="UTF-8">\n'
+        f"<title>{html.escape(name)}</title>\n"
+        f"<script>{script_safe(vega_bundle())}</script>\n</head>\n<body>\n"
+        '<div id="vega-chart"></div>\n'
+        f"<script>\nvegaEmbed('#vega-chart', {script_json(s)}, {{renderer: 'svg'}})\n"
+        "  .then(() => { document.body.dataset.chartDrawn = 'true'; })\n"
+        "  .catch((err) => { document.body.dataset.chartFailed = String(err); console.error(err); });\n"
+        "</script>\n</body>\n</html>\n"
+    )
 
 
-def to_html(chart: alt.TopLevelMixin) -> str:
-    """One chart as a standalone page with Vega, Vega-Lite and vega-embed inlined."""
-    import vl_convert as vlc
+def _title_text(title: Any) -> str:
+    if isinstance(title, dict):
+        title = title.get("text")
+    if isinstance(title, list):
+        title = " ".join(map(str, title))
+    return title if isinstance(title, str) else ""
 
-    s = spec(chart)
-    return vlc.vegalite_to_html(s, vl_version=vl_version(s), bundle=True)
+
+def script_safe(text: str) -> str:
+    """Text that cannot end the <script> element it is placed in."""
+    return text.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
+
+
+def script_json(value: Any) -> str:
+    """`value` as JSON that can sit inside a <script> element: no `</` or `<!--` in it survives."""
+    return (
+        json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        .replace("</", "<\\/")
+        .replace("<!--", "<\\!--")
+    )
 
 
 def data_rows(vl_spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -160,6 +279,7 @@ def vega_bundle() -> str:
                 return bundle
     import vl_convert as vlc
 
+    check_renderer_room("making the JavaScript of an HTML page (once, then kept)", "write .json")
     bundle = vlc.javascript_bundle()
     if path is not None:
         store(path, lambda partial: partial.write_text(f"{_bundle_head(bundle)}\n{bundle}", encoding="utf-8"))
@@ -179,13 +299,14 @@ def check_suffix(path: Path, formats: tuple[str, ...] = FORMATS) -> Path:
 
 def save(chart: alt.TopLevelMixin, path: Path, scale: float | None = None) -> Path:
     """Write the chart in the format its suffix names (.png, .svg, .pdf, .html, .json), creating its
-    folder; `scale` multiplies the pixels of a PNG (default 2) or the size of a PDF (default 1)."""
+    folder; `scale` multiplies the pixels of a PNG (default 2), and is refused for other formats."""
     kind = check_suffix(path).suffix.lower().lstrip(".")
     path.parent.mkdir(parents=True, exist_ok=True)
+    check_scale_for(path, scale)
     if kind == "png":
         path.write_bytes(to_png(chart, scale=2.0 if scale is None else scale))
     elif kind == "pdf":
-        path.write_bytes(to_pdf(chart, scale=1.0 if scale is None else scale))
+        path.write_bytes(to_pdf(chart))
     elif kind == "svg":
         path.write_text(to_svg(chart), encoding="utf-8")
     elif kind == "html":
