@@ -71,7 +71,7 @@ def run(
     Examples:
       $ tracecore run experiment.toml --dry-run
     """
-    from tracecore.runners.execute import run_experiment
+    from tracecore.runners.execute import ExperimentResult, run_experiment
     from tracecore.terminal import safe
 
     def progress(message: str) -> None:  # run names, hosts and remote output: escaped
@@ -89,8 +89,10 @@ def run(
         trust=trust,
         max_runs=max_runs,
     )
-    if isinstance(result, str):  # the dry run's commands, line by line
-        typer.echo("\n".join(safe(line) for line in result.split("\n")), nl=False)
+    if not isinstance(result, ExperimentResult):  # the dry run's commands, printed as they are made
+        for step in result:  # a step's text may span lines (a here-string): each is made safe alone
+            for line in step.split("\n"):
+                typer.echo(safe(line))
         return
     for outcome in result.outcomes:
         typer.echo(safe(f"{outcome.status:8} {outcome.name}  {outcome.folder or ''}"))

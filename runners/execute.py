@@ -17,7 +17,7 @@ import platform
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,27 +92,34 @@ def make_backend(exp: Experiment) -> Backend:
     return NetnsBackend(exp.backend)
 
 
-def dry_run(exp: Experiment, backend: Backend, complete: set[str] | None = None, exact: bool = False) -> str:
-    """Every command each host would run, per run, as shell lines; nothing is started. The header
+def _complete(out_root: Path, name: str) -> bool:
+    """Whether run `name` finished before (its folder has its run.toml): `--resume` skips it."""
+    return (out_root / name / "run.toml").is_file()
+
+
+def dry_run(
+    exp: Experiment, backend: Backend, complete: Callable[[str], bool] | None = None, exact: bool = False
+) -> Iterator[str]:
+    """Every command each host would run, per run, as shell lines, one run at a time (a matrix of a
+    million runs prints its first run at once, in bounded memory); nothing is started. The header
     summarises the matrix and how commands reach the hosts; commands are shown as the hosts run them,
     or with `exact` as tracecore starts them (ssh, srun and sbatch wrapping, the batch script)."""
     out = Path(exp.settings.out)
     backend.loss_choice = exp.loss_method  # not probed: auto shows both outcomes
     most = max(s.workers for s in exp.runs)
-    lines = [f"# {line}" for line in describe(exp, backend.kind)]
-    lines.append(f"# {backend.transport()}")
+    yield from (f"# {line}" for line in describe(exp, backend.kind))
+    yield f"# {backend.transport()}"
     note = backend.address_note(most)
     if note:
-        lines.append(f"# {note}")
+        yield f"# {note}"
     for k, spec in enumerate(exp.runs, 1):
         head = f"run {k}/{len(exp.runs)} {spec.name} ({spec.workers} host(s))"
-        if spec.name in (complete or set()):
-            lines.append(f"{head}: complete, skipped (--resume)")
+        if complete is not None and complete(spec.name):
+            yield f"{head}: complete, skipped (--resume)"
             continue
-        lines.append(head)
+        yield head
         for step in plan(exp, backend, spec, out / f"{spec.name}.partial"):
-            lines += _shown(step, exact)
-    return "\n".join(lines) + "\n"
+            yield from _shown(step, exact)
 
 
 def _shown(step: Step, exact: bool, indent: str = "  ") -> list[str]:
@@ -126,6 +133,9 @@ def _shown(step: Step, exact: bool, indent: str = "  ") -> list[str]:
     for part in step.parts:
         lines += _shown(part, exact, indent + "  ")
     return lines
+
+
+SHOWN_VALUES = 12  # a matrix axis with more values shows its first ones, the last and the count
 
 
 def describe(exp: Experiment, backend_kind: str) -> list[str]:
@@ -146,7 +156,12 @@ def describe(exp: Experiment, backend_kind: str) -> list[str]:
     varies, fixed = [], []
     for key in fields:
         values = list(dict.fromkeys(getattr(s, key) for s in runs))
-        shown = ", ".join(f"{v:g} %" if key == "loss_pct" else str(v) for v in values)
+        texts = [f"{v:g} %" if key == "loss_pct" else str(v) for v in values]
+        shown = (
+            ", ".join(texts)
+            if len(texts) <= SHOWN_VALUES
+            else (f"{', '.join(texts[: SHOWN_VALUES - 2])}, …, {texts[-1]} ({len(texts):,} values)")
+        )
         if len(values) > 1 or key != "repetition":
             (varies if len(values) > 1 else fixed).append(f"{labels.get(key, key)} {shown}")
     return [head, f"varies: {'; '.join(varies) or 'nothing'}", f"same in every run: {'; '.join(fixed)}"]
@@ -192,15 +207,16 @@ def run_experiment(
     progress: Progress | None = None,
     trust: str | None = None,
     max_runs: int = MAX_RUNS,
-) -> ExperimentResult | str:
-    """Run (or with `dry`, print) the experiment; raises RunsFailedError when any run failed.
+) -> ExperimentResult | Iterator[str]:
+    """Run the experiment (or with `dry`, give its plan line by line); raises RunsFailedError when any
+    run failed.
     `trust` ("w0,w1" or "all") records those hosts' keys first (ssh)."""
     exp = load_experiment(path, overrides, only, max_runs)
     backend = make_backend(exp)
     out_root = Path(exp.settings.out).resolve()
-    complete = {s.name for s in exp.runs if (out_root / s.name / "run.toml").is_file()}
-    if dry:
-        return dry_run(exp, backend, complete if resume else None, exact)
+    if dry:  # a run folder is looked at only when its turn comes
+        return dry_run(exp, backend, (lambda name: _complete(out_root, name)) if resume else None, exact)
+    complete = {s.name for s in exp.runs if _complete(out_root, s.name)}
     if complete and not resume:
         raise ExperimentError(
             f"{len(complete)} run(s) already complete in {out_root} (e.g. {sorted(complete)[0]}):"

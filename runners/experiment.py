@@ -343,26 +343,25 @@ def expand_matrix(path: Path, matrix: dict, max_runs: int = MAX_RUNS) -> list[Ru
         axes[axis] = [_axis_value(f"{path}: matrix.{axis}", axis, v) for v in raw]
     repetitions = _whole(f"{path}: matrix.repetitions", matrix.get("repetitions", 1), minimum=1)
     _check_size(path, axes, len(_entries(path, matrix, "include")), repetitions, max_runs)
-    combos = [dict(zip(AXES, values, strict=True)) for values in itertools.product(*axes.values())]
+    combos = list(itertools.product(*axes.values()))  # tuples in AXES' order
     for i, entry in enumerate(_entries(path, matrix, "include")):
         _check_entry(path, f"matrix.include[{i}]", entry)
-        combos.append({axis: entry.get(axis, axes[axis][0]) for axis in AXES})
+        combos.append(tuple(entry.get(axis, axes[axis][0]) for axis in AXES))
     for i, entry in enumerate(_entries(path, matrix, "exclude")):
         _check_entry(path, f"matrix.exclude[{i}]", entry)
-        combos = [c for c in combos if any(c[k] != v for k, v in entry.items())]
-    unique = list(dict.fromkeys(tuple(c.values()) for c in combos))
+        where = [(AXES.index(k), v) for k, v in entry.items()]
+        combos = [c for c in combos if any(c[k] != v for k, v in where)]
+    unique = list(dict.fromkeys(combos))
     vary_workers = len({c[AXES.index("workers")] for c in unique}) > 1
     runs = []
-    for values in unique:
-        c = dict(zip(AXES, values, strict=True))
+    for framework, model, optimizer, batch_size, backend, loss, topology, workers in unique:  # AXES' order
         for rep in range(1, repetitions + 1):
             name = format_run_name(
-                c["framework"], c["model"], c["optimizer"], c["batch_size"], c["backend"], c["loss"],
-                c["topology"], workers=c["workers"] if vary_workers else None,
-                repetition=rep if repetitions > 1 else None,
+                framework, model, optimizer, batch_size, backend, loss, topology,
+                workers=workers if vary_workers else None, repetition=rep if repetitions > 1 else None,
             )  # fmt: skip
-            runs.append(RunSpec(**{k: v for k, v in c.items() if k != "loss"}, loss_pct=c["loss"],
-                                repetition=rep, name=name))  # fmt: skip
+            runs.append(RunSpec(framework, model, optimizer, batch_size, backend, loss, topology, workers,
+                                rep, name))  # fmt: skip
     if not runs:
         raise ExperimentError(f"{path}: matrix: the excludes leave no run")
     return runs

@@ -147,3 +147,44 @@ def test_a_connection_held_across_two_commits_is_told_the_dataset_changed(
         "opened it; open the dataset again and rerun the query"
     )
     assert tuple(Dataset(out, as_="arrow").sql(sql).to_pylist()[0].values()) == SAMPLE
+
+
+def test_a_query_rebuilding_a_copied_dataset_does_not_turn_an_ingest_away(
+    tmp_path: Path, sample_dataset: Path
+) -> None:
+    """A query on a copied dataset rebuilds its views in place under `.lock`; an ingest started then
+    failed at once ("another ingest is writing this dataset"). It now waits for the rebuild (issue 36,
+    item 6): here the query is held inside its rebuild (`TRACECORE_TEST_PAUSE_AT=draft`) and ended."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(sample_dataset, copy)  # views made for another root: the first query rebuilds them
+    script = Path(sys.executable).with_name("tracecore")
+    marker = tmp_path / "paused"
+    env = {**os.environ, "TRACECORE_TEST_PAUSE_AT": "draft", "TRACECORE_TEST_PAUSE_MARKER": str(marker)}
+    reader = subprocess.Popen([script, "query", "flow_counts", "--data", copy], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    writer = None
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not marker.exists() and reader.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.read_text().split()[0] == "draft"
+        assert (copy / ".lock").read_text().split() == [str(reader.pid), "refresh"]
+        run = copy_run(tmp_path / "src")
+        writer = subprocess.Popen([script, "ingest", run, "--out", copy, "--force", "-q"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        time.sleep(1.5)
+        assert writer.poll() is None  # waiting for the rebuild, not failed
+    finally:
+        reader.kill()
+        reader.wait()
+    _, err = writer.communicate(timeout=WAIT_S)
+    assert writer.returncode == 0, err
+    con = open_catalog(copy)
+    try:
+        assert run_sql(con, "SELECT count(*) FROM runs").to_pylist()[0]["count_star()"] >= 1
+        packets = run_sql(con, "SELECT count(*) AS n FROM packets WHERE run = $r", {"r": run.name})
+        assert packets.to_pylist()[0]["n"] == SAMPLE[0]
+    finally:
+        con.close()

@@ -103,7 +103,10 @@ def test_an_address_space_limit_is_one_line_not_an_abort(sample_dataset, tmp_pat
     res = console("figure", "flow_counts", "-o", tmp_path / "f.png", "--data", sample_dataset, limit_as=limit)
     refused(res, "drawing PNG, SVG or PDF needs ")
     assert "the limit (ulimit -v) is 30.0 GiB" in res.stderr
-    assert console("figure", "flow_counts", "-o", tmp_path / "kept.html", "--data", sample_dataset).returncode == 0
+    assert (
+        console("figure", "flow_counts", "-o", tmp_path / "kept.html", "--data", sample_dataset).returncode
+        == 0
+    )
     html = console(
         "figure", "flow_counts", "-o", tmp_path / "f.html", "--data", sample_dataset, limit_as=limit
     )

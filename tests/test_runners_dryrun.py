@@ -133,3 +133,35 @@ def test_dry_run_shows_the_loss_commands_of_the_method(tmp_path: Path, method: s
             bridge = commands["loss" if method == "nftables" else "loss else (nftables)"]
             exact = "ip netns exec tbPIDxN-br nft -f - <<< 'table bridge tbloss {"  # the ruleset: next lines
             assert bridge == (exact if extra else "nft -f -")
+
+
+def test_a_large_matrix_streams_its_plan(tmp_path: Path) -> None:
+    """100,000 runs: the first run's commands arrive while the peak memory is still small (the whole
+    plan was built first: 1 GB here, 3.5 GB and 300 s of silence for a million runs), and the header
+    names the axis' first values, its last and how many instead of all 10,000."""
+    import subprocess
+    import sys
+
+    path = experiment(tmp_path, "ddp")
+    text = path.read_text()
+    text = text.replace('"optimizer": ["adam"]', "").replace('"batch_size": [64]', "")
+    many = ", ".join(str(b) for b in range(1, 10_001))
+    text = text.replace(
+        'optimizer = ["adam"]', 'optimizer = ["o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8", "o9"]'
+    )
+    path.write_text(text.replace("batch_size = [64]", f"batch_size = [{many}]"))
+    script = Path(sys.executable).with_name("tracecore")
+    argv = [script, "run", path, "--dry-run", "--max-runs", "100000"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        head = [proc.stdout.readline() for _ in range(12)]
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        peak_kb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+        assert proc.poll() is None  # still planning the other 99,999 runs
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert head[0].startswith(f"# {path.name}: 100000 run(s) × 3 host(s)")
+    assert "batch_size 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, …, 10000 (10,000 values)" in head[1]
+    assert any(line.startswith("run 1/100000 torch_ddp-resnet20w8-o0-1-gloo-normal-ring") for line in head)
+    assert peak_kb < 400_000, peak_kb

@@ -79,9 +79,7 @@ def _render_text(chart: alt.TopLevelMixin) -> tuple[str, str | None]:
     return text, vl_version(s)
 
 
-def check_renderer_room(
-    work: str = "drawing PNG, SVG or PDF", instead: str = "write .html or .json"
-) -> None:
+def check_renderer_room(work: str = "drawing PNG, SVG or PDF", instead: str = "write .html or .json") -> None:
     """Refuse in one line where the address-space limit (`ulimit -v`) leaves V8 no room: it would abort."""
     import resource
 

@@ -1006,7 +1006,7 @@ def _refresh_in_place(root: Path) -> bool:
     the folder is not marked a dataset (`layout.claim`): nothing is written into one that is not."""
     if not os.access(root, os.W_OK) or not (root / MARKER).is_file():
         return False
-    fd = lock.try_lock(root)
+    fd = lock.try_lock(root, lock.REFRESH)
     if fd is None:
         return False
     try:

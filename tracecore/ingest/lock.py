@@ -2,7 +2,10 @@
 
 Why flock: the kernel drops it when the holder dies (even by SIGKILL), so a crashed ingest never
 leaves a stale lock behind, and a second ingest can tell "busy" from "abandoned" for free.
-The holder's pid is written into the file only as a hint for the error message.
+The holder's pid is written into the file only as a hint for the error message, and a query that
+rebuilds a moved dataset's views in place (`catalog.open_catalog`) adds the word `REFRESH`: an ingest
+that finds the lock held by one waits for it (a rebuild takes seconds) instead of failing, so a reader
+never turns a writer away.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from tracecore.ingest.layout import LOCK_NAME, foreign, foreign_refused
 # O_NOFOLLOW: a lock file that is a link (a received dataset's) is refused, never opened and truncated;
 # a hard link is refused once opened, before anything is written (`_foreign`)
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+REFRESH = "refresh"  # the lock file's word for a query's rebuild of the views
+REFRESH_WAIT_S = 120.0  # how long a writer waits for a query's rebuild before it gives up
 
 
 def _holder(fd: int) -> str:
@@ -49,14 +54,19 @@ def dataset_lock(out: Path, wait_s: float = 0.0, on_wait: object = None) -> Iter
         why = _foreign(fd, out)
         if why is not None:
             raise foreign_refused(path, why, out)
-        deadline = time.monotonic() + max(wait_s, 0.0)
+        started = time.monotonic()
+        deadline = started + max(wait_s, 0.0)
         told = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                now = time.monotonic()
+                if _refreshing(fd) and now < max(deadline, started + REFRESH_WAIT_S):
+                    time.sleep(0.05)  # a query rebuilding the views: done in seconds, then ours
+                    continue
+                if now >= deadline:
                     raise DatasetError(
                         f"{out}: another ingest is writing this dataset{_holder(fd)}; "
                         "wait for it to finish (or pass --wait SECONDS) or use a different --out"
@@ -78,8 +88,16 @@ def dataset_lock(out: Path, wait_s: float = 0.0, on_wait: object = None) -> Iter
         os.close(fd)
 
 
-def try_lock(out: Path) -> int | None:
-    """Take the lock without waiting; the fd to pass to `release`, or None when busy or unwritable."""
+def _refreshing(fd: int) -> bool:
+    """Whether the holder wrote that it is a query rebuilding the views (`try_lock(…, REFRESH)`)."""
+    with contextlib.suppress(OSError):
+        return os.pread(fd, 64, 0).decode("ascii", "replace").split()[1:] == [REFRESH]
+    return False
+
+
+def try_lock(out: Path, purpose: str | None = None) -> int | None:
+    """Take the lock without waiting; the fd to pass to `release`, or None when busy or unwritable.
+    The pid, and `purpose` when given (`REFRESH`), go into the file for those who find it held."""
     try:
         fd = os.open(out / LOCK_NAME, _FLAGS, 0o644)
     except OSError:
@@ -91,6 +109,9 @@ def try_lock(out: Path) -> int | None:
     except OSError:
         os.close(fd)
         return None
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, " ".join([str(os.getpid()), *([purpose] if purpose else [])]).encode(), 0)
     return fd
 
 
@@ -101,5 +122,7 @@ def _foreign(fd: int, out: Path) -> str | None:
 
 
 def release(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)

@@ -11,6 +11,7 @@ or `w<workers>r<repetition>` (`…-normal-ring-w4r2`), parsed back into `extra`.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -59,6 +60,7 @@ class RunMeta:
         return d
 
 
+@functools.lru_cache(maxsize=1024)
 def format_loss(loss_pct: float) -> str:
     """The published loss field: 0 → `normal`, 1 → `loss_1`, 0.5 → `loss_0.5` (parse_loss reads it back)."""
     if loss_pct == 0:
@@ -67,6 +69,12 @@ def format_loss(loss_pct: float) -> str:
         if _LOSS.match(text) and float(text) == loss_pct:
             return f"loss_{text}"
     raise UsageError(f"loss {loss_pct!r} % cannot be written in a run name (a plain non-negative number)")
+
+
+@functools.lru_cache(maxsize=4096)  # a matrix names a million runs from a few values of each field
+def _check_field(key: str, value: str) -> None:
+    if not isinstance(value, str) or not _FIELD.match(value):
+        raise UsageError(f"run-name field {key} {value!r} must be non-empty, without '-', '/' or blanks")
 
 
 def format_run_name(
@@ -89,8 +97,7 @@ def format_run_name(
         strict=True,
     )
     for key, value in texts:
-        if not _FIELD.match(value):
-            raise UsageError(f"run-name field {key} {value!r} must be non-empty, without '-', '/' or blanks")
+        _check_field(key, value)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0:
         raise UsageError(f"run-name batch size {batch_size!r} must be a whole number ≥ 0")
     variant = ""
