@@ -56,7 +56,7 @@ def query(
         typer.Option(
             "--param",
             "-p",
-            help="Other view parameter as KEY=VALUE (repeat), e.g. src=W1.",
+            help="Other view parameter as KEY=VALUE (repeat), e.g. src=W1; --describe gives each range.",
             show_default=VIEWS,
         ),
     ] = None,
