@@ -6,9 +6,10 @@
 -- flow retransmitted (collective_verdicts: during which collective) count what tcp_health counts.
 -- One row per TCP packet whose header the capture holds; a flow is `flow` = hash(run, src_ip,
 -- src_port, dst_ip, dst_port), its reverse `back` (a view joins its own flows' names by that hash).
--- Deterministic: a flow's packets are taken in one total order per epoch (ts_ns, rel, span, tcp_ack,
--- flags, window; rows equal in all of these are equal in every column used), and "the reverse flow's
--- last packet before" is the last in that order of the last earlier timestamp, whatever the thread count.
+-- Deterministic: a flow's packets are numbered once per epoch in one order (ts_ns, rel, span, tcp_ack,
+-- flags, window; rows equal in all of these are equal in every column used) and every window follows
+-- that numbering, so the rows are the same set whatever the thread count or the runs asked for; "the
+-- reverse flow's last packet before" is the last in that order of the last earlier timestamp.
 --
 -- Parameters:
 --   runs, from_ns, to_ns, ooo_ns   as tcp_health's
@@ -91,13 +92,20 @@ unwrapped AS (
         WINDOW w AS (PARTITION BY flow ORDER BY ts_ns, sq)
     )
 ),
+ranked AS (
+    -- the flow's packets numbered once in the order above: rows tied in every key are alike, and
+    -- every later window follows this one numbering, so which of them is last, and which one's
+    -- duplicate ACK is the second, agree in every row (sorted apart, each window broke the tie its way)
+    SELECT *, row_number() OVER (PARTITION BY flow, epoch ORDER BY ts_ns, rel, span, ak, fl, win) AS k
+    FROM unwrapped
+),
 reached AS (
     -- `next`: the highest sequence end before this packet (`reach`: what the packet adds to it)
     SELECT *, max(rel + reach) OVER before AS nxt,
            lag(win) OVER f AS prev_win, lag(ak) OVER f AS prev_ak,
            lead(ts_ns) OVER f IS DISTINCT FROM ts_ns AS last_at_ts
-    FROM unwrapped
-    WINDOW f AS (PARTITION BY flow, epoch ORDER BY ts_ns, rel, span, ak, fl, win),
+    FROM ranked
+    WINDOW f AS (PARTITION BY flow, epoch ORDER BY k),
            before AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 ends AS (
@@ -105,7 +113,7 @@ ends AS (
     SELECT *, max(ts_ns) FILTER (WHERE nxt IS NULL OR rel + reach > nxt) OVER earlier AS nxt_ns,
            sum((ak IS DISTINCT FROM prev_ak)::BIGINT) OVER (f ROWS UNBOUNDED PRECEDING) AS ack_run
     FROM reached
-    WINDOW f AS (PARTITION BY flow, epoch ORDER BY ts_ns, rel, span, ak, fl, win),
+    WINDOW f AS (PARTITION BY flow, epoch ORDER BY k),
            earlier AS (f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
 classified AS (
@@ -129,7 +137,7 @@ acked AS (
 counted AS (
     SELECT *,
            count(*) FILTER (WHERE dup_ack) OVER (PARTITION BY flow, epoch, ack_run
-                                                 ORDER BY ts_ns, rel, span, ak, fl, win ROWS UNBOUNDED PRECEDING)
+                                                 ORDER BY k ROWS UNBOUNDED PRECEDING)
                AS dups
     FROM acked
 ),
@@ -169,7 +177,7 @@ judged AS (
     ASOF LEFT JOIN (SELECT flow, ts_ns, ak, dups FROM counted WHERE last_at_ts) AS r
         ON r.flow = c.back AND r.ts_ns < c.ts_ns
 )
-SELECT * EXCLUDE (prev_win, prev_ak, ack_run, soon, fast_retransmission),
+SELECT * EXCLUDE (k, prev_win, prev_ak, ack_run, soon, fast_retransmission),
        fast_retransmission AND NOT spurious_retransmission AS fast_retransmission,
        soon AND NOT spurious_retransmission AND NOT fast_retransmission AS ooo,
        spurious_retransmission OR fast_retransmission OR (behind AND NOT soon) AS retransmission

@@ -183,6 +183,7 @@ def _packets(data: Path) -> dict[str, int]:
 def test_a_view_needing_every_run_runs_on_the_driver_without_the_cluster(sample_dataset: Path) -> None:
     assert [n for n in views.view_names() if not partition.rules(n).by_run] == [
         "compare",
+        "findings",
         "grid_check",
         "grid_rows",
         "train_duration",

@@ -43,15 +43,20 @@ VIEW_ROWS = {
     # the sample runs have no profiler traces (tests/test_views_collectives.py has runs that do)
     "collective_calls": 0,
     "collective_clock_check": 0,
+    "collective_clock_check_of": 0,
     "collective_coverage": 0,
+    "collective_coverage_of": 0,
     "collective_links": 0,
     "collective_rank_workers": 2 * 4,  # the sample captures are named worker-<i>-…
     "collective_stragglers": 0,
+    "collective_verdicts": 0,
+    "collective_verdicts_of": 0,
     "collective_wire": 0,
     "compare": 58,  # the 16-batch run against the 8-batch one: 14 metrics, 4 of them per pair (12)
     "congestion": 12 * (661 + 419),  # link_util's rows, with zero marks: the sample runs are TCP
     "contention": 12 * (67 + 43),  # link_util's rows at 100 ms
     "data_per_step": 2,
+    "findings": 0,  # nothing worth a finding on the sample runs (tests/test_explain.py has runs with)
     "flow_counts": 2 * 5,  # 4tuple, 5tuple, connection, hostpair, qp
     "flow_matrix": 2 * 12,
     "flow_matrix_mean": 12,
@@ -73,6 +78,7 @@ VIEW_ROWS = {
     "run_summary": 2,
     "step_breakdown": 0,
     "tcp_health": 40,  # directed TCP flows of both runs, each with its reverse (both-directions captures)
+    "tcp_segments": 17015 + 2906,  # the TCP packets of both runs, a row each (the rest: ARP, UDP)
     "temporal_flows": 76,
     "throughput_ci": 2,
     "topology_check": 2 * 12,
