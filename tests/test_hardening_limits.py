@@ -170,32 +170,32 @@ def test_next_part_from_the_catalog_is_checked(sample: Path, tmp_path: Path, val
     """Before: `next_part = -5` in `_meta` made the next ingest write `part--1.parquet`; 0 (in use) would
     overwrite a part file the catalog names."""
     copy = tmp_path / "ds"
-    shutil.copytree(sample, copy)
-    con = duckdb.connect(str(copy / "tracecore.duckdb"))
-    try:
-        con.execute("UPDATE _meta SET value = ? WHERE key = 'next_part'", [value])
-    finally:
-        con.close()
-    res = subprocess.run(
-        [SCRIPT, "ingest", str(CORPUS / "dpkt__http.pcap"), "--out", str(copy)],
-        capture_output=True,
-        text=True,
-        check=False,
+    line = ingest_into_edited_copy(
+        sample, copy, ("UPDATE _meta SET value = ? WHERE key = 'next_part'", [value])
     )
-    assert res.returncode == 4, res.stdout + res.stderr
-    (line,) = res.stderr.splitlines()
     assert f"_meta.next_part '{value}' is not a part number above those in use" in line, line
     assert not [p for p in (copy / "packets").rglob("*") if "--" in p.name or "dpkt" in str(p)]
 
 
 def test_a_read_version_from_the_catalog_is_checked(sample: Path, tmp_path: Path) -> None:
     """A dataset without ingest's own copy of the tables (older) has `_files` read from its catalog."""
-    copy = tmp_path / "ds"
+    line = ingest_into_edited_copy(
+        sample,
+        tmp_path / "ds",
+        ("DELETE FROM _meta WHERE key = 'state'", []),
+        ("UPDATE _files SET read_version = 99", []),
+    )
+    assert "_files.read_version 99 is not a schema version" in line, line
+
+
+def ingest_into_edited_copy(sample: Path, copy: Path, *edits: tuple[str, list]) -> str:
+    """A copy of the dataset with its catalog edited by `edits`, then an ingest into it: it exits 4 with
+    one line, which is returned."""
     shutil.copytree(sample, copy)
     con = duckdb.connect(str(copy / "tracecore.duckdb"))
     try:
-        con.execute("DELETE FROM _meta WHERE key = 'state'")
-        con.execute("UPDATE _files SET read_version = 99")
+        for sql, values in edits:
+            con.execute(sql, values)
     finally:
         con.close()
     res = subprocess.run(
@@ -206,4 +206,4 @@ def test_a_read_version_from_the_catalog_is_checked(sample: Path, tmp_path: Path
     )
     assert res.returncode == 4, res.stdout + res.stderr
     (line,) = res.stderr.splitlines()
-    assert "_files.read_version 99 is not a schema version" in line, line
+    return line
