@@ -77,10 +77,12 @@ def figure(
         bool, typer.Option("--paper-refs", help="Add the paper's figure number to the title (Fig. 7).")
     ] = False,
     width: Annotated[
-        int | None, typer.Option("--width", help="Width of a panel, px.", show_default=FIGURE_OWN)
+        int | None,
+        typer.Option("--width", help="Width of a panel, px (up to 10,000).", show_default=FIGURE_OWN),
     ] = None,
     height: Annotated[
-        int | None, typer.Option("--height", help="Height of a panel, px.", show_default=FIGURE_OWN)
+        int | None,
+        typer.Option("--height", help="Height of a panel, px (up to 10,000).", show_default=FIGURE_OWN),
     ] = None,
     scale: Annotated[
         float | None,
