@@ -77,19 +77,15 @@ def figure(
         bool, typer.Option("--paper-refs", help="Add the paper's figure number to the title (Fig. 7).")
     ] = False,
     width: Annotated[
-        int | None,
-        typer.Option("--width", help="Width of a panel, px (up to 10,000).", show_default=FIGURE_OWN),
+        int | None, typer.Option("--width", help="Panel width, px (≤ 10,000).", show_default=FIGURE_OWN)
     ] = None,
     height: Annotated[
-        int | None,
-        typer.Option("--height", help="Height of a panel, px (up to 10,000).", show_default=FIGURE_OWN),
+        int | None, typer.Option("--height", help="Panel height, px (≤ 10,000).", show_default=FIGURE_OWN)
     ] = None,
     scale: Annotated[
         float | None,
         typer.Option(
-            "--scale",
-            help="Pixel scale of a PNG (up to 20; other formats take the chart's size).",
-            show_default="2",
+            "--scale", help="A PNG's pixel scale (≤ 20; others: the chart's size).", show_default="2"
         ),
     ] = None,
     theme: Annotated[

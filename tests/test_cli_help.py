@@ -216,7 +216,10 @@ def test_query_describe_shows_defaults_and_units() -> None:
         "=",
         "100",
         "µs",
-        "works)",
+        "works);",
+        "range",
+        "(0,",
+        "∞)",
     ]
     assert lines[7] == "Columns:"
     assert lines[-1].split() == ["gbps", "bytes·8", "/", "bin_ns,", "Gbit/s"]
