@@ -49,7 +49,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
 # What a private copy holds: everything the tests import or read from the checkout.
-COPIED = ("tracecore", "cli", "runners", "queries", "tests", "bench", "pyproject.toml")
+# README.md and docs/: tests/test_explain.py checks the README's explain block against what explain prints
+COPIED = ("tracecore", "cli", "runners", "queries", "tests", "bench", "pyproject.toml", "README.md", "docs")
 
 VIEW_TESTS = (
     "tests/test_views.py",
