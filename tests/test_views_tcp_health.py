@@ -53,11 +53,52 @@ def tshark_frames(path: Path) -> list[dict]:
     return list(csv.DictReader(out.splitlines(), delimiter="\t"))
 
 
-def tshark_flows(path: Path, rows: list[dict]) -> dict[tuple, dict]:
+def side_first(path: Path, dst: Path, rows: list[dict], side: str) -> list[int]:
+    """`path` (a little-endian µs pcap) written to `dst` with each microsecond's packets sent from
+    address `side` before the others' (each address's own order kept, stable): what tcp_health takes a
+    packet of `side` to follow, since the reverse flow's packets of its own microsecond count as later.
+    Returns the index in `path` of each frame written."""
+    data = path.read_bytes()
+    records = list(pcap_records(data))
+    assert len(records) == len(rows)
+    order = sorted(range(len(rows)), key=lambda i: (records[i][2], rows[i]["src_ip"] != side))
+    with dst.open("wb") as out:
+        out.write(data[:24])
+        for i in order:
+            frame, cap, _ = records[i]
+            out.write(data[frame - 16 : frame + cap])
+    return order
+
+
+def tshark_frames_as_view(path: Path, rows: list[dict], scratch: Path) -> list[dict]:
+    """tshark's analysis of each frame of `path` (a capture of both directions, from two hosts merged
+    or one), each read with the reverse flow's packets of its microsecond after it, as tcp_health
+    takes them: the analysis of an address's frames is tshark's on `path` reordered by `side_first`
+    for that address (which of two hosts' packets of one microsecond came first is not in their
+    captures; tshark follows the order of the merged file, mergecap's choice)."""
+    sides = sorted({r["src_ip"] for r in rows if r["tcp_window"] is not None})
+    frames: list[dict | None] = [None] * len(rows)
+    for side in sides:
+        reordered = scratch / f"side-{side}.pcap"
+        order = side_first(path, reordered, rows, side)
+        for pos, f in enumerate(tshark_frames(reordered)):
+            i = order[pos]
+            if rows[i]["src_ip"] == side or (rows[i]["src_ip"] not in sides and side == sides[0]):
+                acks = f["tcp.analysis.acks_frame"]
+                frames[i] = f | {
+                    "frame.number": str(i + 1),
+                    "tcp.analysis.acks_frame": acks and str(order[int(acks) - 1] + 1),
+                }
+    assert None not in frames
+    return frames  # type: ignore[return-value]
+
+
+def tshark_flows(path: Path, rows: list[dict], frames: list[dict] | None = None) -> dict[tuple, dict]:
     """Per directed flow (src ip, port, dst ip, port) of the frames whose outermost transport is TCP
     (`rows`: tracecore's, frame by frame; tshark's first tcp.* of a 6in4 or L2TP frame is the inner
-    one, which tracecore does not read): tshark's counts and RTT samples (Karn's rule applied)."""
-    frames = tshark_frames(path)
+    one, which tracecore does not read): tshark's counts and RTT samples (Karn's rule applied), from
+    its analysis of `path` in file order unless `frames` gives another."""
+    frames = tshark_frames(path) if frames is None else frames
     assert len(frames) == len(rows)
     flows: dict[tuple, dict] = defaultdict(lambda: Counter())
     rtts: dict[tuple, list[float]] = defaultdict(list)
@@ -511,8 +552,9 @@ def loss_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.mark.netns
 @pytest.mark.slow
 def test_a_real_loss_run_matches_tshark(loss_run: tuple[Path, Path], tmp_path: Path) -> None:
-    """The view, over both workers' files, counts what tshark counts on the two captures merged; the
-    4 MB transfer's data flow has retransmissions and its ACK flow duplicate ACKs; the run has spurious
+    """The view, over both workers' files, counts what tshark counts on the two captures merged (each
+    host's packets read before the other's of the same microsecond: `tshark_frames_as_view`); the 4 MB
+    transfer's data flow has retransmissions and its ACK flow duplicate ACKs; the run has spurious
     retransmissions (0 to a few hundred per connection; in about half the runs some sent soon after
     `next` was reached, out-of-order by that test alone: tshark tests "already acknowledged" first;
     RULES' "acked-soon" always has one). The sender's file alone (one direction):
@@ -520,7 +562,8 @@ def test_a_real_loss_run_matches_tshark(loss_run: tuple[Path, Path], tmp_path: P
     reverse is missing."""
     run_dir, merged = loss_run
     got, _ = ingested_flows(run_dir, tmp_path / "data")
-    want = tshark_flows(merged, _rows(merged))
+    rows = _rows(merged)
+    want = tshark_flows(merged, rows, tshark_frames_as_view(merged, rows, tmp_path))
     total = compare({k: got[k] for k in want}, want, "merged")
     # the transfer's connection (connection attempts before rank 0 listened are flows of their own)
     data_flow = max((k for k in want if k[3] == 29611), key=lambda k: want[k]["packets"])
@@ -636,7 +679,8 @@ def test_a_sequence_number_wrapped_inside_a_microsecond_matches_tshark(
     run.mkdir(parents=True)
     flow = wrap_between(merged, run / "worker-0-tcpdump.pcap", 1285)
     got, _ = ingested_flows(run, tmp_path / "data")
-    compare(got, tshark_flows(run / "worker-0-tcpdump.pcap", _rows(run / "worker-0-tcpdump.pcap")), "wrapped")
+    wrapped, rows = run / "worker-0-tcpdump.pcap", _rows(run / "worker-0-tcpdump.pcap")
+    compare(got, tshark_flows(wrapped, rows, tshark_frames_as_view(wrapped, rows, tmp_path)), "wrapped")
     con = open_catalog(tmp_path / "data")
     try:
         low, high = con.execute(
