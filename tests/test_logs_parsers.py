@@ -50,6 +50,7 @@ def _damaged(tmp_path: Path, name: str, text: str) -> Path:
 
 def test_detection_order_is_the_explicit_list_and_names_every_parser_module() -> None:
     assert logs.PARSER_MODULES == (
+        "nic_counters",
         "train_history",
         "nccl_profiler",
         "horovod_timeline",
@@ -63,6 +64,7 @@ def test_detection_order_is_the_explicit_list_and_names_every_parser_module() ->
     modules = {m.name for m in pkgutil.iter_modules(logs.__path__) if not m.name.startswith("_")}
     assert modules == set(logs.PARSER_MODULES), "a parser module missing from PARSER_MODULES is never tried"
     assert [p.table for p in logs.parsers()] == [
+        "counters",
         "train_log",
         "collectives",
         "horovod_timeline",

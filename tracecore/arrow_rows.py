@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-_INTS = {pa.int32(): np.int32, pa.int64(): np.int64}
+_INTS = {pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
 _OFFSET_LIMIT = (1 << 31) - 1  # string and list offsets are int32
 
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 from tracecore.arrow_rows import array, table_from_rows
 from tracecore.ingest.layout import FORMAT_VERSION as FORMAT_VERSION
 from tracecore.ingest.link_bins import TABLE_SCHEMA
-from tracecore.logs import _collectives, nccl
+from tracecore.logs import _collectives, nccl, nic_counters
 from tracecore.schema import SCHEMA_VERSION
 
 RUNS = pa.schema(
@@ -126,6 +126,13 @@ COLLECTIVE_SCHEMAS: dict[str, pa.Schema] = {
     name: pa.schema([pa.field("run", pa.string()), *schema]) for name, schema in _collectives.TABLES.items()
 }
 
+# The NIC counter sampler's samples and its own account per file (tracecore/logs/nic_counters.py owns
+# the columns): base tables, as views read them (queries/nic_*.sql).
+COUNTER_SCHEMAS: dict[str, pa.Schema] = {
+    name: pa.schema([pa.field("run", pa.string()), *schema])
+    for name, schema in (("counters", nic_counters.COUNTERS), ("counter_sources", nic_counters.SOURCES))
+}
+
 BASE_SCHEMAS: dict[str, pa.Schema] = {
     "runs": RUNS,
     "workers": WORKERS,
@@ -136,10 +143,17 @@ BASE_SCHEMAS: dict[str, pa.Schema] = {
     "_link_bins": TABLE_SCHEMA,  # ingest's own, never exported (ingest/link_bins.py)
     **NCCL_SCHEMAS,
     **COLLECTIVE_SCHEMAS,
+    **COUNTER_SCHEMAS,
 }
 # Tables a dataset written before they existed lacks: read as empty, never as a damaged record.
-LATER_TABLES = frozenset(NCCL_SCHEMAS) | frozenset(COLLECTIVE_SCHEMAS) | {"host_clocks", "_link_bins"}
-EXPORTED = ("runs", "workers", "captures", "train_log", "host_clocks", *NCCL_SCHEMAS, *COLLECTIVE_SCHEMAS)
+LATER_TABLES = (
+    frozenset(NCCL_SCHEMAS)
+    | frozenset(COLLECTIVE_SCHEMAS)
+    | frozenset(COUNTER_SCHEMAS)
+    | {"host_clocks", "_link_bins"}
+)
+EXPORTED = ("runs", "workers", "captures", "train_log", "host_clocks", *NCCL_SCHEMAS, *COLLECTIVE_SCHEMAS,
+            *COUNTER_SCHEMAS)  # fmt: skip
 
 
 @dataclass

@@ -59,6 +59,7 @@ class LogParser:
 # from specific to generic, free text, then NCCL's debug lines (last, so a benchmark's output that also
 # carries NCCL lines stays one).
 PARSER_MODULES: tuple[str, ...] = (
+    "nic_counters",  # the counter sampler's file: its exact first line
     "train_history",  # the DML contract's train_history.log: one exact header line
     "nccl_profiler",  # a JSON array with the categories of NCCL's example profiler plugin
     "horovod_timeline",  # a JSON array of Chrome-trace records with Horovod's names

@@ -1,0 +1,251 @@
+"""The NIC counter sampler (runners/counters.py) and its file's reading (tracecore/logs/nic_counters.py).
+
+The RDMA fixture tree is laid out as a ConnectX (mlx5) port shows it in sysfs: the Linux kernel's
+Documentation/ABI/stable/sysfs-class-infiniband (ports/N/counters/*, ports/N/hw_counters/*,
+ports/N/gid_attrs/ndevs/N) and drivers/infiniband/hw/mlx5/counters.c (the hw_counters names), with
+/sys/class/net/IF/device/infiniband/DEV linking the interface to its RDMA device.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tracecore.ingest import ingest, open_catalog
+from tracecore.logs import detect_parser
+from tracecore.logs.nic_counters import MAGIC, parse
+from tracecore.runners.counters import main as sampler_main
+
+NETDEV_HEAD = (
+    "Inter-|   Receive                                                |  Transmit\n"
+    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls"
+    " carrier compressed\n"
+)
+IB_COUNTERS = {  # ports/1/counters: port_*_data in 4-byte words
+    "port_xmit_data": 1000,
+    "port_rcv_data": 2000,
+    "port_xmit_packets": 30,
+    "port_rcv_packets": 40,
+    "port_xmit_wait": 5,
+    "port_xmit_discards": 0,
+    "symbol_error": 0,
+    "link_downed": 0,
+}
+HW_COUNTERS = {  # ports/1/hw_counters (mlx5)
+    "np_cnp_sent": 3,
+    "np_ecn_marked_roce_packets": 4,
+    "rp_cnp_handled": 2,
+    "out_of_sequence": 1,
+    "packet_seq_err": 0,
+    "local_ack_timeout_err": 0,
+}
+
+
+def netdev_line(name: str, rx: int, tx: int) -> str:
+    return f"{name:>6}: {rx} 10 0 0 0 0 0 0 {tx} 20 0 0 0 0 0 0\n"
+
+
+def host_tree(root: Path, rx: int = 5000, tx: int = 7000) -> Path:
+    """A host's /proc/net/dev (lo, eth1) and an mlx5 device mlx5_0 with two ports, port 1 on eth1."""
+    (root / "proc/net").mkdir(parents=True, exist_ok=True)
+    (root / "proc/net/dev").write_text(NETDEV_HEAD + netdev_line("lo", 1, 1) + netdev_line("eth1", rx, tx))
+    (root / "sys/class/net/eth1/device/infiniband/mlx5_0").mkdir(parents=True, exist_ok=True)
+    for port, ndev in (("1", "eth1"), ("2", "eth2")):
+        base = root / "sys/class/infiniband/mlx5_0/ports" / port
+        for folder, values in (("counters", IB_COUNTERS), ("hw_counters", HW_COUNTERS)):
+            (base / folder).mkdir(parents=True, exist_ok=True)
+            for name, value in values.items():
+                (base / folder / name).write_text(f"{value}\n")
+        (base / "gid_attrs/ndevs").mkdir(parents=True, exist_ok=True)
+        (base / "gid_attrs/ndevs/0").write_text(f"{ndev}\n")
+    return root
+
+
+def sample(root: Path, out: Path, *args: str) -> int:
+    return sampler_main(["--interface", "eth1", "--out", str(out), "--root", str(root), "--interval", "1ms",
+                         "--ethtool-every", "0", *args])  # fmt: skip
+
+
+def test_the_sampler_reads_the_interface_and_its_rdma_port_and_ingest_reads_the_file(tmp_path: Path) -> None:
+    """Port 1 (whose GID table names eth1) is sampled, port 2 is not; InfiniBand data words become
+    bytes; the file is recognised by content and its rows carry what was read."""
+    root = host_tree(tmp_path / "root")
+    out = tmp_path / "worker-0-counters.tsv"
+    assert sample(root, out, "--samples", "3") == 0
+    text = out.read_text().splitlines()
+    assert text[0] == MAGIC
+    assert text[-1].startswith("# end\tsamples\t3\t")
+    columns = next(line for line in text if line.startswith("# columns")).split("\t")[2:]
+    assert columns[:2] == ["eth1//rx_bytes", "eth1//rx_packets"]
+    assert "mlx5_0/1/port_xmit_data" in columns
+    assert "mlx5_0/1/np_cnp_sent" in columns
+    assert not [c for c in columns if c.startswith("mlx5_0/2/")]
+    assert len(columns) == 16 + len(IB_COUNTERS) + len(HW_COUNTERS)
+    parser = detect_parser(out)
+    assert parser is not None
+    assert parser.table == "counters"
+    parsed = parse(out)
+    assert parsed.bad_lines == 0
+    rows = parsed.table.to_pylist()
+    assert len(rows) == 3 * len(columns)
+    first = {(r["source"], r["counter"]): r for r in rows[: len(columns)]}
+    assert first[("netdev", "rx_bytes")]["value"] == 5000
+    assert first[("netdev", "tx_bytes")]["value"] == 7000
+    assert first[("rdma", "port_xmit_data")] | {"ts_ns": 0} == {
+        "worker": None, "host": first[("rdma", "port_xmit_data")]["host"], "source": "rdma",
+        "device": "mlx5_0", "port": 1, "counter": "port_xmit_data", "unit": "bytes", "ts_ns": 0,
+        "value": 4000, "delta": None, "dt_ns": None, "event": None,
+    }  # fmt: skip
+    assert first[("rdma", "np_cnp_sent")]["unit"] == "count"
+    assert first[("rdma", "port_rcv_packets")]["unit"] == "packets"
+    assert {r["delta"] for r in rows[len(columns) :]} == {0}
+    (source,) = parsed.more["counter_sources"].to_pylist()
+    assert (source["interface"], source["samples"], source["stopped"]) == ("eth1", 3, True)
+    assert source["missed"] >= 0  # ticks a loaded machine skipped at 1 ms
+    assert source["interval_ns"] == 1_000_000
+    assert source["dt_p50_ns"] >= 1_000_000
+
+
+def test_an_rdma_device_named_and_missing_sources_are_one_line(tmp_path: Path, capsys) -> None:
+    root = host_tree(tmp_path / "root")
+    out = tmp_path / "c.tsv"
+    assert sample(root, out, "--samples", "1", "--rdma", "mlx5_0:2") == 0
+    assert "mlx5_0/2/port_xmit_data" in out.read_text()
+    assert "mlx5_0/1/" not in out.read_text()
+    assert sample(root, out, "--samples", "1", "--rdma", "none") == 0
+    assert "mlx5_0" not in out.read_text()
+    for args, message in (
+        (("--rdma", "mlx5_9"), "no RDMA device mlx5_9"),
+        (("--rdma", "mlx5_0:7"), "RDMA device mlx5_0 has no port 7"),
+        (("--interval", "10"), "interval '10' is not a duration"),
+        (("--interval", "100us"), "below the sampler's 1 ms"),
+    ):
+        capsys.readouterr()
+        assert sample(root, out, "--samples", "1", *args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("tracecore counters: "), err
+        assert message in err, err
+        assert err.count("\n") == 1, err
+    capsys.readouterr()
+    assert sampler_main(["--interface", "eth9", "--out", str(out), "--root", str(root)]) == 2
+    assert "interface eth9 is not in" in capsys.readouterr().err
+
+
+def test_the_sampler_stops_on_sigterm_with_its_last_line(tmp_path: Path) -> None:
+    """Started as a run starts it, stopped as a run stops it: the file ends with its own account."""
+    root = host_tree(tmp_path / "root")
+    out = tmp_path / "c.tsv"
+    argv = [sys.executable, "-m", "tracecore.runners.counters", "--interface", "eth1", "--out", str(out),
+            "--root", str(root), "--interval", "2ms"]  # fmt: skip
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(200):
+            if out.exists() and out.read_text().count("\n") > 12:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        proc.kill()
+        proc.wait()
+    parsed = parse(out)
+    (source,) = parsed.more["counter_sources"].to_pylist()
+    assert source["stopped"]
+    assert source["samples"] >= 6
+    assert parsed.bad_lines == 0
+    assert source["missed"] is not None
+    assert source["late_p99_us"] is not None
+
+
+def write_counters(path: Path, lines: list[str], interval_ns: int = 10_000_000) -> Path:
+    path.write_text(
+        f"{MAGIC}\n# host\th0\n# interface\teth1\n# interval_ns\t{interval_ns}\n"
+        "# columns\tts_ns\teth1//tx_bytes\tmlx5_0/1/port_xmit_data\tmlx5_0/1/np_cnp_sent\n"
+        "# ethtool_columns\tts_ns\teth1\ttx_prio3_pause\n" + "".join(f"{line}\n" for line in lines)
+    )
+    return path
+
+
+def test_wrap_reset_missing_values_gaps_and_bad_lines(tmp_path: Path) -> None:
+    """A 32-bit wrap counts across 2^32; a drop to a small value is a reset (delta = the value); an
+    empty value is NULL and the next delta NULL; a late sample is a gap whose delta spans it; bad
+    lines are named by number and the lines around them kept (a cut last line too)."""
+    w = 2**32
+    path = write_counters(tmp_path / "c.tsv", [
+        "1000000000\t100\t10\t0",
+        "1010000000\t200\t20\t1",
+        f"1020000000\t{w - 50}\t30\t1",
+        "1030000000\t25\t\t2",  # tx wrapped by 75; port_xmit_data unread
+        "1040000000\t40\t50\t2",  # port_xmit_data: no delta after the NULL
+        "e\t1040000500\t7",
+        "1050000000\t10\t60\t0",  # tx 40 → 10 (below 2^31 from 2^32): a reset; cnp 2 → 0: reset
+        "1040000000\t99\t99\t9",  # line 14: not after the previous sample
+        "1100000000\t30\t70\tx",  # line 15: not an integer
+        "1110000000\t40\t80",  # line 16: a value short
+        "e\t1110000500\t9",
+        "1150000000\t50\t90\t0",  # 100 ms after the last good sample: a gap
+        "1160000000\t60\t1",  # line 19: cut short by a killed sampler
+    ])  # fmt: skip
+    parsed = parse(path)
+    assert parsed.bad_lines == 4, parsed.first_bad
+    assert [e.split(":")[0] for e in parsed.first_bad] == ["line 14", "line 15", "line 16", "line 19"]
+    rows = parsed.table.to_pylist()
+
+    def series(counter: str) -> list[tuple]:
+        return [(r["value"], r["delta"], r["event"]) for r in rows if r["counter"] == counter]
+
+    assert series("tx_bytes") == [(100, None, None), (200, 100, None), (w - 50, w - 250, None),
+                                  (25, 75, "wrap"), (40, 15, None), (10, 10, "reset"),
+                                  (50, 40, "gap")]  # fmt: skip
+    assert series("port_xmit_data") == [(40, None, None), (80, 40, None), (120, 40, None), (None, None, None),
+                                        (200, None, None), (240, 40, None), (360, 120, "gap")]  # fmt: skip
+    assert series("np_cnp_sent")[-2:] == [(0, 0, "reset"), (0, 0, "gap")]
+    assert [(r["source"], r["device"], r["port"], r["value"], r["delta"], r["dt_ns"]) for r in rows
+            if r["counter"] == "tx_prio3_pause"] == [("ethtool", "eth1", None, 7, None, None),
+                                                     ("ethtool", "eth1", None, 9, 2, 70_000_000)]  # fmt: skip
+    (source,) = parsed.more["counter_sources"].to_pylist()
+    assert (source["samples"], source["gaps"], source["dt_max_ns"], source["stopped"]) == (
+        7,
+        1,
+        100_000_000,
+        False,
+    )
+
+
+def test_a_run_folder_with_counters_gets_them_per_worker(tmp_path: Path, sample_run: Path) -> None:
+    """Beside the captures, `worker-<i>-counters.tsv` is read into `counters` as that worker's, and
+    `counter_sources` holds the file's account; a file of no sample line is reported, not a table."""
+    run = tmp_path / sample_run.name
+    run.mkdir()
+    for f in sample_run.iterdir():
+        os.symlink(f, run / f.name)
+    write_counters(run / "worker-1-counters.tsv", ["1000000000\t100\t10\t0", "1010000000\t300\t20\t1"])
+    write_counters(run / "worker-2-counters.tsv", [])
+    summary = ingest([run], tmp_path / "data", jobs=1)
+    assert [p for p, why in summary.problems] == [str(run / "worker-2-counters.tsv")], summary.problems
+    con = open_catalog(tmp_path / "data")
+    try:
+        got = con.execute(
+            "SELECT c.worker, w.capture, sum(delta) FROM counters AS c JOIN workers AS w USING (run, worker)"
+            " WHERE counter = 'tx_bytes' GROUP BY ALL"
+        ).fetchall()
+        sources = con.execute(
+            "SELECT worker, samples, stopped FROM counter_sources ORDER BY worker"
+        ).fetchall()
+    finally:
+        con.close()
+    assert got == [("W2", "worker-1-tcpdump", 200)]
+    assert sources == [("W2", 2, False), ("W3", 0, False)]
+
+
+@pytest.fixture
+def sample_run() -> Path:
+    from tracecore.sample import sample_run
+
+    return sample_run()
