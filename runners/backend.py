@@ -109,6 +109,18 @@ class Backend(ABC):
     def stop_capture(self, handle: object) -> CaptureStats:
         """Stop a capture and report its packet and kernel-drop counts."""
 
+    def counters_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
+        """The counter sampler's argv as started for host, writing path (a dry run shows it)."""
+        raise ExperimentError(f"capture.method: the {self.kind} backend does not run the counter sampler")
+
+    def start_counters(self, host: Host, capture: CaptureSettings, path: Path, log: Path) -> object:
+        """Start the counter sampler on host, its output in log; returns its handle."""
+        raise ExperimentError(f"capture.method: the {self.kind} backend does not run the counter sampler")
+
+    def stop_counters(self, handle: object) -> int | None:
+        """Stop the sampler (SIGTERM: it writes its last line and exits 0); returns its exit code."""
+        raise ExperimentError(f"capture.method: the {self.kind} backend does not run the counter sampler")
+
     @abstractmethod
     def apply_loss(self, hosts: list[Host], loss_pct: float) -> dict:
         """Install the loss; returns facts for run.toml (method, rule)."""
@@ -210,6 +222,13 @@ def capture_filter(host: Host, capture: CaptureSettings) -> str:
     """The host's BPF filter: `capture.filter` with {ip}, {host} and {interface} filled in."""
     values = {"ip": host.ip, "host": host.name, "interface": host.interface}
     return fill_template(capture.filter, values, "capture.filter")
+
+
+def counters_argv(python: str, capture: CaptureSettings, path: str) -> list[str]:
+    """The NIC counter sampler a host runs beside tcpdump, writing path (runners/counters.py)."""
+    interface = capture.address_interface or capture.interface
+    return [python, "-m", "tracecore.runners.counters", "--interface", interface, "--interval",
+            capture.counters_interval, "--rdma", capture.counters_rdma, "--out", path]  # fmt: skip
 
 
 def host_tcpdump_argv(host: Host, capture: CaptureSettings, path: str) -> list[str]:

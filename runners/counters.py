@@ -14,8 +14,9 @@ Sources, each read with one `pread` per file per sample on files opened once:
 - where the interface has an RDMA device (`/sys/class/net/IF/device/infiniband/*`, or `--rdma DEV[:PORT]`),
   every file of that port's `counters/` and `hw_counters/` folders;
 - `ethtool -S IF` every `--ethtool-every` samples where the tool exists (PFC pause counters per priority).
-It stops on SIGTERM, SIGINT or SIGUSR2, writing a last line with its sample count, the ticks it missed
-and how late its samples were (its jitter), then exits 0.
+Each sample is stamped at the middle of its reads (read again when they took over 200 µs). It stops on
+SIGTERM, SIGINT or SIGUSR2, writing a last line with its sample count, the ticks it missed, how late
+its samples were (its jitter) and how long their reads took, then exits 0.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ NETDEV_FIELDS = (
 _ETHTOOL_LINE = re.compile(r"^\s+([^:]+):\s+(-?\d+)\s*$")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)$")
 _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+# a sample is stamped at the middle of its reads; reads that took longer than this (the process was
+# preempted) are done again, at most READ_TRIES times, so a sample's time is known to ± 100 µs or so
+MAX_READ_NS = 200_000
+READ_TRIES = 3
 MIN_INTERVAL_NS = 1_000_000  # below 1 ms the reads themselves are a large part of the interval
 
 
@@ -177,6 +182,7 @@ def run(args: argparse.Namespace, clock: Callable[[], int] = time.time_ns) -> in
         signal.signal(sig, lambda *_: stop.append(True))
     samples = missed = 0
     late: Counter[int] = Counter()  # µs late → samples: bounded by the interval, not the run's length
+    slow_reads: Counter[int] = Counter()  # µs a sample's reads took → samples
     with open(args.out, "w", encoding="ascii", buffering=1 << 16) as out:
         out.write(f"{MAGIC}\n# host\t{socket.gethostname()}\n# interface\t{args.interface}\n")
         out.write(f"# interval_ns\t{interval}\n# columns\tts_ns\t" + "\t".join(sampler.columns) + "\n")
@@ -185,8 +191,16 @@ def run(args: argparse.Namespace, clock: Callable[[], int] = time.time_ns) -> in
         out.flush()
         deadline = clock()
         while not stop and (args.samples <= 0 or samples < args.samples):
-            now = clock()
-            out.write(f"{now}\t{sampler.sample()}\n")
+            for _ in range(READ_TRIES):  # a read the scheduler cut into is read again: its time is unknown
+                before = clock()
+                values = sampler.sample()
+                now = clock()
+                if now - before <= MAX_READ_NS:
+                    break
+            slow_reads[(now - before) // 1000] += 1
+            now = (before + now) // 2
+            out.write(f"{now}\t{values}\n")
+            out.flush()  # one write a sample: a killed sampler loses nothing, and its start is seen
             late[(now - deadline) // 1000] += 1
             samples += 1
             if eth_names and samples % args.ethtool_every == 1:
@@ -199,8 +213,11 @@ def run(args: argparse.Namespace, clock: Callable[[], int] = time.time_ns) -> in
                 missed += skipped
                 deadline += skipped * interval
             time.sleep(max(deadline - clock(), 0) / 1e9)
-        out.write(f"# end\tsamples\t{samples}\tmissed\t{missed}\tlate_p50_us\t{_quantile(late, 0.5)}\t"
-                  f"late_p99_us\t{_quantile(late, 0.99)}\tlate_max_us\t{max(late, default=0)}\n")  # fmt: skip
+        account = {"samples": samples, "missed": missed, "late_p50_us": _quantile(late, 0.5),
+                   "late_p99_us": _quantile(late, 0.99), "late_max_us": max(late, default=0),
+                   "read_p99_us": _quantile(slow_reads, 0.99),
+                   "read_max_us": max(slow_reads, default=0)}  # fmt: skip
+        out.write("# end\t" + "\t".join(f"{k}\t{v}" for k, v in account.items()) + "\n")
     sampler.close()
     return 0
 

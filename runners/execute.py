@@ -25,7 +25,7 @@ from tracecore import __version__
 from tracecore.errors import ExitCode, Interrupted, Terminated, TracecoreError
 from tracecore.ingest.runname import format_loss
 from tracecore.runners import nccl_env, preflight
-from tracecore.runners.backend import Backend, Step, env_argv, host_tcpdump_argv
+from tracecore.runners.backend import Backend, Step, counters_argv, env_argv, host_tcpdump_argv
 from tracecore.runners.clocks import measure_offsets
 from tracecore.runners.experiment import MAX_RUNS, Experiment, ExperimentError, RunSpec, load_experiment
 from tracecore.runners.launchers import DDP_META, HostCommand, host_commands
@@ -77,7 +77,8 @@ def make_backend(exp: Experiment) -> Backend:
     if exp.backend.kind == "ssh":
         from tracecore.runners.ssh import SshBackend
 
-        return SshBackend(exp.backend, nic, exp.settings.timeout_s)
+        # the hosts' interpreter with tracecore: the built-in workload's and the counter sampler's
+        return SshBackend(exp.backend, nic, exp.settings.timeout_s, python=exp.launcher.python or "python3")
     if exp.backend.kind == "slurm":
         from tracecore.runners.slurm import SlurmBackend
 
@@ -175,6 +176,10 @@ def plan(exp: Experiment, backend: Backend, spec: RunSpec, run_dir: Path) -> lis
         path = _capture_path(backend, h, run_dir)
         steps.append(Step(h.name, "capture", tuple(backend.capture_command(h, exp.capture, path)),
                           shown=tuple(host_tcpdump_argv(h, exp.capture, path))))  # fmt: skip
+        if exp.capture.counters:
+            path = _counters_path(backend, h, run_dir)
+            steps.append(Step(h.name, "counters", tuple(backend.counters_command(h, exp.capture, path)),
+                              shown=tuple(counters_argv(backend.python, exp.capture, path))))  # fmt: skip
     steps += backend.loss_commands(hosts, spec.loss_pct)
     for cmd in _commands(exp, backend, spec, hosts, run_dir):
         launch = tuple(backend.launch_command(cmd))
@@ -193,6 +198,10 @@ def _commands(
 
 def _capture_path(backend: Backend, host: object, run_dir: Path) -> str:
     return f"{backend.host_dir(host, run_dir)}/worker-{host.index}-tcpdump.pcap"  # type: ignore[attr-defined]
+
+
+def _counters_path(backend: Backend, host: object, run_dir: Path) -> str:
+    return f"{backend.host_dir(host, run_dir)}/worker-{host.index}-counters.tsv"  # type: ignore[attr-defined]
 
 
 def run_experiment(
@@ -360,6 +369,11 @@ def _lifecycle(
             (h, backend.start_capture(h, exp.capture, Path(_capture_path(backend, h, run_dir))))
             for h in hosts
         ]
+        samplers = [
+            backend.start_counters(h, exp.capture, Path(_counters_path(backend, h, run_dir)),
+                                   run_dir / "logs" / f"{h.name}-counters.out")
+            for h in (hosts if exp.capture.counters else [])
+        ]  # fmt: skip
         record["capture"] = {
             "tool": "tcpdump",
             "interface": exp.capture.interface,
@@ -367,12 +381,19 @@ def _lifecycle(
             "filter": exp.capture.filter,
             "start_unix": time.time(),
         }
+        if exp.capture.counters:
+            c = exp.capture
+            record["capture"] |= {"method": c.method, "counters_interval": c.counters_interval,
+                                  "counters_rdma": c.counters_rdma}  # fmt: skip
         time.sleep(IDLE_HEAD_S)
         record["loss"] = {**backend.apply_loss(hosts, spec.loss_pct), "requested": exp.loss_method}
         procs = [backend.launch(c, run_dir / "logs" / f"{c.host.name}.out") for c in commands]
         say(f"launched on {', '.join(h.name for h in hosts)}")
         why = backend.wait(procs, exp.settings.timeout_s)
         stats = [backend.stop_capture(handle) for _h, handle in caps]
+        sampled = [backend.stop_counters(handle) for handle in samplers]
+        if any(code not in (0, -15) for code in sampled):  # -15: its group ended by our SIGTERM
+            why = why or f"the counter sampler exited {', '.join(map(str, sampled))}"
         record["capture"]["end_unix"] = time.time()
         record["network"] = backend.facts()
         backend.clear_loss()

@@ -11,9 +11,19 @@ import contextlib
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from tracecore.runners.backend import Backend, Proc, Step, capture_filter, env_argv, host_tcpdump_argv
+from tracecore.runners.backend import (
+    Backend,
+    Proc,
+    Step,
+    capture_filter,
+    counters_argv,
+    env_argv,
+    host_tcpdump_argv,
+)
 from tracecore.runners.clocks import CLOCK_LOOP
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
 from tracecore.runners.launchers import Host, HostCommand
@@ -26,7 +36,7 @@ from tracecore.runners.loss import (
     netem_show_argv,
 )
 from tracecore.runners.preflight import run_here
-from tracecore.runners.testbed import CaptureStats, Testbed, nft_loss_ruleset
+from tracecore.runners.testbed import CaptureStats, Testbed, TestbedError, nft_loss_ruleset
 
 DRY_PREFIX = "tbPIDxN"  # namespace prefix shown by dry runs; real testbeds use tb<pid>x<n>
 
@@ -67,6 +77,9 @@ class NetnsBackend(Backend):
 
     def capture_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
         return self._testbed().wrap(host.index, host_tcpdump_argv(host, capture, path))
+
+    def counters_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
+        return self._testbed().wrap(host.index, counters_argv(self.python, capture, path))
 
     def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
         if loss_pct <= 0:
@@ -115,6 +128,20 @@ class NetnsBackend(Backend):
 
     def stop_capture(self, handle: object) -> CaptureStats:
         return self._up().stop_capture(handle, check=False)  # type: ignore[arg-type]
+
+    def start_counters(self, host: Host, capture: CaptureSettings, path: Path, log: Path) -> object:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as out:
+            popen = self._up().popen(host.index, counters_argv(self.python, capture, str(path)), stdout=out,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+        proc = Proc(host, popen, log)
+        self._procs.append(proc)
+        sampling(path, lambda: popen.poll(), log, host.name)
+        return proc
+
+    def stop_counters(self, handle: object) -> int | None:
+        self.stop(handle)  # type: ignore[arg-type]
+        return handle.handle.returncode  # type: ignore[attr-defined]
 
     def apply_loss(self, hosts: list[Host], loss_pct: float) -> dict:
         tb = self._up()
@@ -199,3 +226,22 @@ class NetnsBackend(Backend):
         if self._tb is None:
             raise RuntimeError("netns backend used before prepare()")
         return self._tb
+
+
+SAMPLER_START_S = 20.0  # a Python start-up on a loaded host, then its first sample
+
+
+def sampling(path: Path, exited: Callable[[], int | None], log: Path, host: str) -> None:
+    """Return once the sampler's file holds a sample (it samples before training starts, as tcpdump
+    captures); its exit or SAMPLER_START_S without one is this run's failure, naming its output."""
+    deadline = time.monotonic() + SAMPLER_START_S
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if any(not line.startswith("#") for line in path.read_text(errors="replace").splitlines()):
+                return
+        code = exited()
+        if code is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            raise TestbedError(f"{host}: the counter sampler exited {code}: {' '.join(tail) or 'no output'}")
+        time.sleep(0.05)
+    raise TestbedError(f"{host}: the counter sampler wrote no sample within {SAMPLER_START_S:g} s ({path})")

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracecore.errors import ExitCode, TracecoreError
-from tracecore.runners.backend import Backend, Proc, Step, env_argv, host_tcpdump_argv
+from tracecore.runners.backend import Backend, Proc, Step, counters_argv, env_argv, host_tcpdump_argv
 from tracecore.runners.clocks import CLOCK_LOOP
 from tracecore.runners.experiment import BackendSettings, CaptureSettings
 from tracecore.runners.launchers import Host, HostCommand
@@ -83,6 +83,13 @@ _STOP = (
 _LISTENING = (
     'i=0; until grep -q "listening on" "$1" 2>/dev/null; do i=$((i+1)); '
     'if [ $i -gt 150 ] || ! { [ -s "$2" ] && [ ! -s "$3" ]; }; then cat "$1" 2>/dev/null; exit 1; fi; '
+    "sleep 0.1; done"
+)
+# Wait until the counter sampler's file $1 holds a sample line (20 s); its group's pid file $2 and exit
+# code $3 as for tcpdump; on failure print its output $4.
+_SAMPLING = (
+    'i=0; until grep -qv "^#" "$1" 2>/dev/null; do i=$((i+1)); '
+    'if [ $i -gt 200 ] || ! { [ -s "$2" ] && [ ! -s "$3" ]; }; then cat "$4" 2>/dev/null; exit 1; fi; '
     "sleep 0.1; done"
 )
 _PROBE = (
@@ -208,6 +215,11 @@ class SshBackend(Backend):
         return self.ssh_argv(
             host, self._spawn_argv(self._base(host, "capture"), host_tcpdump_argv(host, capture, path))
         )
+
+    def counters_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
+        self._run = Path(path).parent.name
+        argv = counters_argv(self.python, capture, path)
+        return self.ssh_argv(host, self._spawn_argv(self._base(host, "counters"), argv))
 
     def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
         if loss_pct <= 0:
@@ -393,6 +405,26 @@ class SshBackend(Backend):
         self._stats[group.host.index] = stats  # its path becomes the local copy's in collect
         return stats
 
+    def start_counters(self, host: Host, capture: CaptureSettings, path: Path, log: Path) -> object:
+        self._run = path.parent.name.removesuffix(".partial")
+        self._begin(host)
+        remote = f"{self.host_dir(host, path.parent)}/{path.name}"
+        group = self._spawn(host, "counters", counters_argv(self.python, capture, remote))
+        try:
+            self._call(host, ["sh", "-c", _SAMPLING, "sh", remote, f"{group.base}.pid", f"{group.base}.rc",
+                              f"{group.base}.out"], "start the counter sampler", timeout=30)  # fmt: skip
+        except SshError as err:
+            raise SshError(f"{err} (the counter sampler is not sampling)") from None
+        return group
+
+    def stop_counters(self, handle: object) -> int | None:
+        group: Remote = handle  # type: ignore[assignment]
+        self._stop(group, "TERM")
+        state = self._call(
+            group.host, ["sh", "-c", _POLL, "sh", group.base], "poll the counter sampler"
+        ).split()
+        return int(state[1]) if state[:1] == ["rc"] else -15
+
     def apply_loss(self, hosts: list[Host], loss_pct: float) -> dict:
         if loss_pct <= 0 or self.loss_choice == "none":
             return {"method": "none", "loss_pct": float(loss_pct)}
@@ -506,6 +538,7 @@ class SshBackend(Backend):
             to = {
                 f"{BOOK}/train.out": f"logs/{host.name}.out",
                 f"{BOOK}/capture.out": f"logs/{host.name}-tcpdump.txt",
+                f"{BOOK}/counters.out": f"logs/{host.name}-counters.txt",
             }
             if rel.startswith(f"{BOOK}/") and rel not in to:
                 continue

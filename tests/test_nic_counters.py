@@ -8,6 +8,7 @@ ports/N/gid_attrs/ndevs/N) and drivers/infiniband/hw/mlx5/counters.c (the hw_cou
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,7 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from tests.conftest import netns_made_by, require_tool
+from tests.test_runners_run import TINY
+from tracecore.cli.app import app
 from tracecore.ingest import ingest, open_catalog
 from tracecore.logs import detect_parser
 from tracecore.logs.nic_counters import MAGIC, parse
@@ -249,3 +254,132 @@ def sample_run() -> Path:
     from tracecore.sample import sample_run
 
     return sample_run()
+
+
+def test_the_capture_method_is_checked_and_a_dry_run_shows_the_sampler(tmp_path: Path) -> None:
+    """method = "both" adds one sampler per host to the plan, as the namespace runs it; a bad interval,
+    "counters" alone (not ingestible yet) and the slurm backend are one line before anything starts."""
+    exp = tmp_path / "e.toml"
+    base = TINY.format(out="pcaps", python="python3")
+    exp.write_text(base.replace("[capture]", '[capture]\nmethod = "both"\ncounters_interval = "5ms"'))
+    res = CliRunner().invoke(app, ["run", str(exp), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    shown = [line for line in res.output.splitlines() if "tracecore.runners.counters" in line]
+    assert len(shown) == 2 * 2, res.output  # two hosts, each of two runs
+    assert "--interface eth1 --interval 5ms --rdma auto --out" in shown[0]
+    assert "worker-0-counters.tsv" in shown[0]
+    assert "worker-1-counters.tsv" in shown[1]
+    for setting, message in (
+        ('method = "both"\ncounters_interval = "fast"', "capture.counters_interval: interval 'fast' is not"),
+        ('method = "counters"', 'capture.method: "counters" alone is not run yet'),
+        ('method = "pcap"', "capture.method: 'pcap' is not one of tcpdump, counters, both"),
+    ):
+        exp.write_text(base.replace("[capture]", f"[capture]\n{setting}"))
+        res = CliRunner().invoke(app, ["run", str(exp), "--dry-run"])
+        assert res.exit_code == 3, res.output  # bad input
+        assert message in res.output, res.output
+    slurm = base.replace('kind = "netns"', 'kind = "slurm"\nhosts = ["n1", "n2"]')
+    exp.write_text(slurm.replace("[capture]", '[capture]\nmethod = "both"'))
+    res = CliRunner().invoke(app, ["run", str(exp), "--dry-run"])
+    assert res.exit_code == 3, res.output
+    assert "the counter sampler runs on the netns and ssh backends" in res.output
+
+
+# each rank sends the other 24 MiB in 192 KiB pieces, 12 ms apart (about 1.5 s), and reads what comes
+PACED = (
+    "import socket,sys,threading,time\n"
+    "rank, host = int(sys.argv[1]), sys.argv[2]\n"
+    "if rank == 0:\n"
+    "    srv = socket.socket(); srv.bind(('0.0.0.0', 29613)); srv.listen(); c = srv.accept()[0]\n"
+    "else:\n"
+    "    for _ in range(200):\n"
+    "        try: c = socket.create_connection((host, 29613)); break\n"
+    "        except OSError: time.sleep(0.05)\n"
+    "def drain(n=24 << 20):\n"
+    "    while n > 0: n -= len(c.recv(1 << 20))\n"
+    "t = threading.Thread(target=drain); t.start()\n"
+    "for _ in range(128): c.sendall(bytes(192 << 10)); time.sleep(0.012)\n"
+    "t.join(); c.close()\n"
+)
+
+
+@pytest.fixture(scope="module")
+def counted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two hosts of the netns testbed, capture method "both": tcpdump (what each host sends) and the
+    counter sampler at 10 ms, running PACED; the run ingested."""
+    for tool in ("tcpdump", "ip"):
+        require_tool(tool)
+    tmp = tmp_path_factory.mktemp("counted")
+    program = json.dumps([sys.executable, "-c", PACED, "{rank}", "{master_addr}"])  # a TOML array
+    text = TINY.format(out=tmp / "pcaps", python=sys.executable).replace('kind = "ddp"', 'kind = "command"')
+    text = text.replace("loss = [0, 1]", "loss = [0]").replace(
+        "[launcher]", f"[launcher]\nprogram = {program}"
+    )
+    text = text.replace(
+        'filter = "src host {{ip}}"', 'filter = "host {{ip}}"'.replace("{{", "{").replace("}}", "}")
+    )
+    (tmp / "both.toml").write_text(text.replace("[capture]", '[capture]\nmethod = "both"'))
+    res = CliRunner().invoke(app, ["run", str(tmp / "both.toml"), "--no-ingest"])
+    assert res.exit_code == 0, res.output
+    assert not netns_made_by(os.getpid())
+    (run,) = [p for p in (tmp / "pcaps").iterdir() if p.is_dir() and not p.name.startswith("_")]
+    assert not ingest([run], tmp / "data", jobs=1).failed
+    return tmp / "data"
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_counters_and_captures_of_a_namespace_run_agree(counted_run: Path) -> None:
+    """Each worker's veth counts what its capture holds: bytes sent and received within 0.1 % over the
+    run, and per 100 ms of samples within 1 % where a bin carried ≥ 1 MB (the sampler's reading time
+    puts a packet on either side of a sample)."""
+    con = open_catalog(counted_run)
+    try:
+        con.execute(
+            "CREATE TEMP VIEW ends AS SELECT w.worker, p.ts_ns, p.frame_len, p.src_ip = w.ip AS sent"
+            " FROM packets AS p JOIN workers AS w ON w.run = p.run AND w.ip IN (p.src_ip, p.dst_ip)"
+        )
+        totals = con.execute(
+            """
+            WITH c AS (
+                SELECT worker, counter, min(ts_ns) AS t0, max(ts_ns) AS t1, sum(delta) AS bytes
+                FROM counters WHERE counter IN ('tx_bytes', 'rx_bytes') GROUP BY ALL
+            )
+            SELECT c.worker, c.counter, any_value(c.bytes), sum(e.frame_len)
+            FROM c JOIN ends AS e ON e.worker = c.worker AND e.sent = (c.counter = 'tx_bytes')
+                AND e.ts_ns > c.t0 AND e.ts_ns <= c.t1
+            GROUP BY ALL ORDER BY ALL
+            """
+        ).fetchall()
+        bins = con.execute(
+            """
+            WITH s AS (
+                SELECT worker, ts_ns, delta, lag(ts_ns) OVER (PARTITION BY worker ORDER BY ts_ns) AS prev,
+                       (ts_ns - min(ts_ns) OVER (PARTITION BY worker)) // 100000000 AS bin
+                FROM counters WHERE counter = 'tx_bytes'
+            ),
+            b AS (
+                SELECT worker, bin, sum(delta) AS counted, min(prev) AS t0, max(ts_ns) AS t1
+                FROM s WHERE prev IS NOT NULL GROUP BY ALL
+            )
+            SELECT b.worker, b.bin, any_value(b.counted), coalesce(sum(e.frame_len), 0) AS captured
+            FROM b LEFT JOIN ends AS e
+                ON e.worker = b.worker AND e.sent AND e.ts_ns > b.t0 AND e.ts_ns <= b.t1
+            GROUP BY ALL HAVING captured >= 1000000 ORDER BY ALL
+            """
+        ).fetchall()
+        sources = con.execute(
+            "SELECT worker, samples, dt_p50_ns, dt_p99_ns, missed FROM counter_sources"
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(totals) == 4, totals
+    for worker, counter, counted, captured in totals:
+        assert captured > 24 << 20, (worker, counter)
+        assert counted == pytest.approx(captured, rel=1e-3), (worker, counter, counted, captured)
+    assert len(bins) >= 20, bins
+    off = [(w, b, c, p) for w, b, c, p in bins if abs(c - p) > 0.01 * p]
+    assert not off, off
+    for _worker, samples, p50, _p99, _missed in sources:
+        assert samples > 100
+        assert p50 == pytest.approx(10_000_000, rel=0.1)

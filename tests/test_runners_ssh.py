@@ -122,6 +122,32 @@ PING = [
 
 @pytest.mark.netns
 @pytest.mark.slow
+def test_the_counter_sampler_runs_beside_tcpdump_and_comes_back(tmp_path: Path) -> None:
+    """capture.method "both" over ssh: each host's sampler starts before the launch, stops with the
+    capture (its last line written), comes back with the run folder, its output in logs/; nothing is
+    left on the hosts."""
+    with ssh_hosts(2) as hosts:
+        out = tmp_path / "pcaps"
+        text = experiment(hosts, out, PING, capture__method="both", capture__counters_interval="20ms",
+                          launcher__python=sys.executable)  # fmt: skip
+        res = runner.invoke(app, ["run", str(write(tmp_path, text)), "--no-ingest"])
+        assert res.exit_code == 0, res.output
+        run_dir = out / NAME
+        for i, name in enumerate(hosts.names):
+            lines = (run_dir / f"worker-{i}-counters.tsv").read_text().splitlines()
+            assert lines[0] == "# tracecore counters 1"
+            assert lines[-1].startswith("# end\tsamples\t")
+            samples = [line for line in lines if not line.startswith("#")]
+            assert len(samples) >= 20, len(samples)  # ≥ 0.4 s at 20 ms
+            assert (run_dir / "logs" / f"{name}-counters.txt").exists()
+        meta = tomllib.loads((run_dir / "run.toml").read_text())
+        assert meta["capture"]["method"] == "both"
+        assert meta["capture"]["counters_interval"] == "20ms"
+        assert_clean(hosts)
+
+
+@pytest.mark.netns
+@pytest.mark.slow
 def test_hostile_argv_and_paths_arrive_intact(tmp_path: Path) -> None:
     """Quotes, `$`, `;`, blanks, globs in the program's argv and in the remote scratch path."""
     with ssh_hosts(2, workdir_name="scr a'b$c;d\"e f") as hosts:

@@ -9,6 +9,7 @@ Format (text, tab-separated, one sample per line; the sampler writes it, this mo
     TS<TAB>V …                                    a sample: UTC ns of the host's clock, then each value
     e<TAB>TS<TAB>V …                              an `ethtool -S` sample
     # end<TAB>samples<TAB>N<TAB>missed<TAB>M<TAB>late_p50_us …   the sampler's own account, when it stopped
+                                                  (its sample times are the middle of each sample's reads)
 
 Each value becomes one row of `counters` with its change since the same counter's previous sample:
 - units: InfiniBand's `port_xmit_data` and `port_rcv_data` count 4-byte words; they are multiplied by
@@ -74,6 +75,7 @@ SOURCES = pa.schema(
         ("stopped", pa.bool_()),  # the sampler wrote its last line (false: killed, or still running)
         ("missed", pa.int64()),  # the sampler's own count of ticks it skipped; NULL without its last line
         ("late_p99_us", pa.int64()),  # how late its samples were against the schedule (its last line)
+        ("read_p99_us", pa.int64()),  # how long a sample's reads took: its time is known to ± half of it
     ]
 )
 
@@ -223,6 +225,7 @@ def _sources(state: _File, end: list[str] | None) -> pa.Table:
         "last_ts_ns": state.last_ts, "gaps": state.gaps, "dt_p50_ns": q(0.5), "dt_p99_ns": q(0.99),
         "dt_max_ns": dts[-1] if dts else None, "stopped": end is not None,
         "missed": closing_int("missed"), "late_p99_us": closing_int("late_p99_us"),
+        "read_p99_us": closing_int("read_p99_us"),
     }  # fmt: skip
     return table_from_rows([row], SOURCES)
 
