@@ -290,7 +290,7 @@ def _preflight(exp: Experiment, backend: Backend, spec: RunSpec, say: Progress) 
     """Probe the hosts of the experiment's largest run for what its commands need (PreflightError)."""
     hosts = backend.hosts(spec.workers)
     commands = _commands(exp, backend, spec, hosts, Path(exp.settings.out) / spec.name)
-    need = preflight.needs(exp, commands, backend.preflight_interfaces(exp.capture))
+    need = preflight.needs(exp, commands, backend.preflight_interfaces(exp.capture), backend.python)
     probed = backend.preflight_hosts(spec.workers)
     preflight.check_hosts(probed, need, backend.probe)
     say(f"preflight: {', '.join(h.name for h in probed)} ready ({need.describe()})")

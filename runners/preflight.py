@@ -27,17 +27,20 @@ from tracecore.runners.launchers import Host, HostCommand
 
 TIMEOUT_S = 120.0  # one host's probe: importing torch may take a while on a cold disk
 # $1 the address interface, $2 the capture interface ('' = not checked), $3 python ('' = not needed),
-# $4 the Python program, $5 its JSON argument; the tools to find follow. Prints `missing-tool NAME`,
+# $4 the Python program, $5 its JSON argument, $6 the counter sampler's python ('' = no sampler); the
+# tools to find follow. Prints `missing-tool NAME`,
 # `missing-interface NAME`, `missing-capture NAME` (not among the devices tcpdump can open, `tcpdump
-# -D`: an RDMA NIC needs a libpcap built with RDMA support), `missing-python NAME`, then the Python
-# program's one JSON line.
+# -D`: an RDMA NIC needs a libpcap built with RDMA support), `missing-python NAME`, the Python
+# program's one JSON line, and `missing-sampler NAME` (that python cannot import the sampler).
 PROBE = (
-    'i=$1 c=$2 py=$3 code=$4 arg=$5; shift 5; for t in "$@"; do command -v "$t" >/dev/null 2>&1 || '
+    'i=$1 c=$2 py=$3 code=$4 arg=$5 sp=$6; shift 6; for t in "$@"; do command -v "$t" >/dev/null 2>&1 || '
     'echo "missing-tool $t"; done; if [ -n "$i" ] && [ ! -e "/sys/class/net/$i" ]; then '
     'echo "missing-interface $i"; fi; if [ -n "$c" ] && command -v tcpdump >/dev/null 2>&1 && ! tcpdump -D '
     '2>/dev/null | grep -q "^[0-9][0-9]*\\.$c\\( \\|$\\)"; then echo "missing-capture $c"; fi; '
     'if [ -n "$py" ]; then if command -v "$py" >/dev/null 2>&1; then "$py" -c "$code" "$arg"; '
-    'else echo "missing-python $py"; fi; fi; true'
+    'else echo "missing-python $py"; fi; fi; if [ -n "$sp" ] && '
+    '! "$sp" -c "import tracecore.runners.counters" >/dev/null 2>&1; then '
+    'echo "missing-sampler $sp"; fi; true'
 )
 # The built-in workload's side: tracecore, torch and its CUDA/NCCL build, GPUs and who uses them.
 PROBE_PY = r"""
@@ -84,6 +87,7 @@ class Needs:
     python: str  # '' when the workload is not the built-in one
     cuda_gpus: int  # GPUs per host on CUDA, 0 on CPU
     nccl: bool
+    sampler_python: str = ""  # the counter sampler's interpreter ('' without capture.method counters/both)
 
     def describe(self) -> str:
         """What was checked, in a few words."""
@@ -92,24 +96,30 @@ class Needs:
         if self.python:
             gpu = f" (CUDA, {self.cuda_gpus} GPU(s){', NCCL' if self.nccl else ''})" if self.cuda_gpus else ""
             what.append(f"{self.python} with tracecore and torch{gpu}")
+        if self.sampler_python:
+            what.append(f"{self.sampler_python} with the counter sampler")
         return ", ".join(what)
 
     def probe_argv(self) -> list[str]:
         arg = json.dumps({"cuda": self.cuda_gpus > 0}, separators=(",", ":"))
         nics = [self.interface, self.capture_interface]
-        return ["sh", "-c", PROBE, "sh", *nics, self.python, PROBE_PY, arg, *self.tools]
+        return ["sh", "-c", PROBE, "sh", *nics, self.python, PROBE_PY, arg, self.sampler_python, *self.tools]
 
 
-def needs(exp: Experiment, commands: list[HostCommand], interfaces: tuple[str, str]) -> Needs:
+def needs(
+    exp: Experiment, commands: list[HostCommand], interfaces: tuple[str, str], sampler_python: str = ""
+) -> Needs:
     """The needs of an experiment whose first host runs `commands[0]`; `interfaces` are the address
-    and capture interfaces to check ('' for one the backend makes)."""
+    and capture interfaces to check ('' for one the backend makes); `sampler_python` the counter
+    sampler's interpreter when the experiment samples counters."""
     launcher = exp.launcher
     program = commands[0].argv[0] if commands and commands[0].argv else ""
     builtin = launcher.kind == "ddp" and not launcher.program
     tools = ("tcpdump", *((program,) if program and not builtin else ()))
     cuda = launcher.ranks_per_host if builtin and launcher.device == "cuda" else 0
     nccl = builtin and any(s.backend == "nccl" for s in exp.runs)
-    return Needs(tools, *interfaces, program if builtin else "", cuda, nccl)
+    sampler = sampler_python if exp.capture.counters else ""
+    return Needs(tools, *interfaces, program if builtin else "", cuda, nccl, sampler)
 
 
 def problems(host: str, need: Needs, output: str) -> list[str]:
@@ -126,6 +136,9 @@ def problems(host: str, need: Needs, output: str) -> list[str]:
         elif kind == "missing-capture":
             found.append(f"{host}: tcpdump cannot open {value} (tcpdump -D lists what it can: an RDMA NIC"
                          " needs a libpcap built with RDMA support)")  # fmt: skip
+        elif kind == "missing-sampler":
+            found.append(f"{host}: {value} cannot import tracecore.runners.counters (the counter sampler:"
+                         " pip install tracecore there, or set launcher.python)")  # fmt: skip
         elif kind == "missing-python":
             found.append(f"{host}: no {value} on PATH (launcher.python: one with torch, tracecore)")
         elif kind == "facts":

@@ -26,6 +26,8 @@ from tracecore.ingest import ingest, open_catalog
 from tracecore.logs import detect_parser
 from tracecore.logs.nic_counters import MAGIC, parse
 from tracecore.runners.counters import main as sampler_main
+from tracecore.runners.experiment import load_experiment
+from tracecore.runners.preflight import needs, problems, run_here
 
 NETDEV_HEAD = (
     "Inter-|   Receive                                                |  Transmit\n"
@@ -283,6 +285,32 @@ def test_the_capture_method_is_checked_and_a_dry_run_shows_the_sampler(tmp_path:
     res = CliRunner().invoke(app, ["run", str(exp), "--dry-run"])
     assert res.exit_code == 3, res.output
     assert "the counter sampler runs on the netns and ssh backends" in res.output
+
+
+def test_preflight_asks_the_hosts_python_for_the_sampler(tmp_path: Path) -> None:
+    """With the sampler, the real probe (run on this machine) checks that the hosts' interpreter can
+    import it: this venv's can; a python without tracecore (the system's, isolated from this checkout)
+    is named with the fix."""
+    require_tool("tcpdump")
+    bare = tmp_path / "python3"
+    bare.write_text('#!/bin/sh\nexec /usr/bin/python3 -I "$@"\n')
+    bare.chmod(0o755)
+    exp = tmp_path / "e.toml"
+    exp.write_text(
+        TINY.format(out="pcaps", python="python3").replace("[capture]", '[capture]\nmethod = "both"')
+    )
+    experiment = load_experiment(exp)
+    assert needs(experiment, [], ("", ""), sys.executable).describe() == (
+        f"tcpdump, {sys.executable} with the counter sampler"
+    )
+    for python, said in ((sys.executable, []), (str(bare), [
+        f"this machine: {bare} cannot import tracecore.runners.counters (the counter sampler: pip install"
+        " tracecore there, or set launcher.python)"
+    ])):  # fmt: skip
+        need = needs(experiment, [], ("", ""), python)
+        assert problems("this machine", need, run_here(need.probe_argv(), "this machine")) == said
+    exp.write_text(TINY.format(out="pcaps", python="python3"))
+    assert needs(load_experiment(exp), [], ("", ""), str(bare)).sampler_python == ""
 
 
 # each rank sends the other 24 MiB in 192 KiB pieces, 12 ms apart (about 1.5 s), and reads what comes
