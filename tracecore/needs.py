@@ -67,6 +67,12 @@ NEEDS: dict[str, Need] = {
         "{runs} {has} no RDMA packets (RoCE or InfiniBand): a host's own capture does not see them",
         ("docs/gpu-runs.md", "GPU-cluster traffic: RoCEv2 and tunnels"),
     ),
+    "counters": Need(
+        _runs_without("SELECT 1 FROM counters AS c WHERE c.run = s.r"),
+        "{runs} {has} no NIC counters: no counter sampler file (worker-<i>-counters.tsv) was ingested;"
+        ' capture.method = "both" in the experiment samples them',
+        ("docs/gpu-runs.md", "No packets? Counters"),
+    ),
     "nccl log": Need(
         _runs_without("SELECT 1 FROM nccl_ranks AS n WHERE n.run = s.r"),
         "{runs} {has} no NCCL debug log: none was ingested (NCCL_DEBUG=INFO and NCCL_DEBUG_FILE in the"
