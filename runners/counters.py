@@ -109,6 +109,7 @@ class Sampler:
 
     def __init__(self, interface: str, ports: list[tuple[str, str]], proc_root: Path, sys_root: Path) -> None:
         self.interface = interface
+        self._line = re.compile(rb"^ *" + re.escape(interface.encode()) + rb":(.*)$", re.MULTILINE)
         self.netdev = os.open(proc_root / "proc/net/dev", os.O_RDONLY)
         if self._netdev_values() is None:
             os.close(self.netdev)
@@ -128,23 +129,19 @@ class Sampler:
                     self.files.append(fd)
                     self.columns.append(f"{dev}/{port}/{f.name}")
 
-    def _netdev_values(self) -> list[str] | None:
-        text = os.pread(self.netdev, 1 << 16, 0).decode("ascii", "replace")
-        for line in text.splitlines()[2:]:
-            name, sep, rest = line.partition(":")
-            if sep and name.strip() == self.interface:
-                return rest.split()
-        return None
+    def _netdev_values(self) -> list[bytes] | None:
+        found = self._line.search(os.pread(self.netdev, 1 << 16, 0))
+        return found.group(1).split() if found else None
 
-    def sample(self) -> str:
-        """Every column's value as text ('' where a read failed)."""
-        values = self._netdev_values() or [""] * len(NETDEV_FIELDS)
+    def sample(self) -> bytes:
+        """Every column's value as text ('' where a read failed), tab-separated."""
+        values = self._netdev_values() or [b""] * len(NETDEV_FIELDS)
         for fd in self.files:
             try:
-                values.append(os.pread(fd, 64, 0).strip().decode("ascii"))
+                values.append(os.pread(fd, 64, 0).strip())
             except OSError:
-                values.append("")
-        return "\t".join(values)
+                values.append(b"")
+        return b"\t".join(values)
 
     def close(self) -> None:
         for fd in (self.netdev, *self.files):
@@ -183,41 +180,47 @@ def run(args: argparse.Namespace, clock: Callable[[], int] = time.time_ns) -> in
     samples = missed = 0
     late: Counter[int] = Counter()  # µs late → samples: bounded by the interval, not the run's length
     slow_reads: Counter[int] = Counter()  # µs a sample's reads took → samples
-    with open(args.out, "w", encoding="ascii", buffering=1 << 16) as out:
-        out.write(f"{MAGIC}\n# host\t{socket.gethostname()}\n# interface\t{args.interface}\n")
-        out.write(f"# interval_ns\t{interval}\n# columns\tts_ns\t" + "\t".join(sampler.columns) + "\n")
+    with open(args.out, "wb") as out:
+        head = f"{MAGIC}\n# host\t{socket.gethostname()}\n# interface\t{args.interface}\n"
+        head += f"# interval_ns\t{interval}\n# columns\tts_ns\t" + "\t".join(sampler.columns) + "\n"
         if eth_names:
-            out.write(f"# ethtool_columns\tts_ns\t{args.interface}\t" + "\t".join(eth_names) + "\n")
+            head += f"# ethtool_columns\tts_ns\t{args.interface}\t" + "\t".join(eth_names) + "\n"
+        out.write(head.encode())
         out.flush()
+        sample, write, flush, sleep = sampler.sample, out.write, out.flush, time.sleep
         deadline = clock()
         while not stop and (args.samples <= 0 or samples < args.samples):
             for _ in range(READ_TRIES):  # a read the scheduler cut into is read again: its time is unknown
                 before = clock()
-                values = sampler.sample()
+                values = sample()
                 now = clock()
                 if now - before <= MAX_READ_NS:
                     break
             slow_reads[(now - before) // 1000] += 1
-            now = (before + now) // 2
-            out.write(f"{now}\t{values}\n")
-            out.flush()  # one write a sample: a killed sampler loses nothing, and its start is seen
+            now = (before + now) >> 1
+            write(b"%d\t%b\n" % (now, values))
+            flush()  # one write a sample: a killed sampler loses nothing, and its start is seen
             late[(now - deadline) // 1000] += 1
             samples += 1
             if eth_names and samples % args.ethtool_every == 1:
                 stats = ethtool_stats(ethtool, args.interface)  # type: ignore[arg-type]
-                out.write(f"e\t{clock()}\t" + "\t".join(stats.get(n, "") for n in eth_names) + "\n")
+                write(
+                    f"e\t{clock()}\t".encode()
+                    + "\t".join(stats.get(n, "") for n in eth_names).encode()
+                    + b"\n"
+                )
             deadline += interval
             after = clock()
             if after > deadline:  # a tick passed while this one was read or written: skip it
                 skipped = (after - deadline) // interval + 1
                 missed += skipped
                 deadline += skipped * interval
-            time.sleep(max(deadline - clock(), 0) / 1e9)
+            sleep((deadline - after) / 1e9)
         account = {"samples": samples, "missed": missed, "late_p50_us": _quantile(late, 0.5),
                    "late_p99_us": _quantile(late, 0.99), "late_max_us": max(late, default=0),
                    "read_p99_us": _quantile(slow_reads, 0.99),
                    "read_max_us": max(slow_reads, default=0)}  # fmt: skip
-        out.write("# end\t" + "\t".join(f"{k}\t{v}" for k, v in account.items()) + "\n")
+        write(("# end\t" + "\t".join(f"{k}\t{v}" for k, v in account.items()) + "\n").encode())
     sampler.close()
     return 0
 
