@@ -375,7 +375,7 @@ def test_counters_and_captures_of_a_namespace_run_agree(counted_run: Path) -> No
         fine = con.execute(
             "SELECT median(abs(diff_pct)), count(*) FROM counter_check(bin_ns := 10000000)"
             " WHERE captured_bytes >= 100000"
-        ).fetchone()
+        ).fetchall()[0]
         sources = con.execute(
             "SELECT worker, samples, dt_p50_ns, dt_p99_ns, missed FROM counter_sources"
         ).fetchall()
@@ -441,3 +441,24 @@ def test_nic_util_answers_link_utils_question_from_the_counters(counted_run: Pat
     off = [p for p in pairs if abs(p[2] - p[3]) > p[5] + 0.01 * p[3] or p[4] != 1]
     assert not off, off
     assert sum(abs(p[2] - p[3]) for p in pairs) < 0.05 * sum(p[3] for p in pairs)
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_the_figure_and_the_report_show_the_counters(counted_run: Path, tmp_path: Path) -> None:
+    """`tracecore figure nic_util` draws a panel per worker at a width the sampling allows, and the
+    report of a run with counters carries it (a run without them does not: tests/test_report.py)."""
+    res = CliRunner().invoke(
+        app, ["figure", "nic_util", "--data", str(counted_run), "--out", str(tmp_path / "n.json")]
+    )
+    assert res.exit_code == 0, res.output
+    spec = json.loads((tmp_path / "n.json").read_text())
+    rows = spec["data"]["values"]
+    assert {r["panel"] for r in rows} == {"W1", "W2"}
+    assert {(r["sent"], r["nic"]) for r in rows} == {("sent", "eth1"), ("received", "eth1")}
+    assert "10 ms bins" in spec["title"]["subtitle"][0]
+    assert max(r["gbps"] for r in rows) > 0.05
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "r"), "--data", str(counted_run)])
+    assert res.exit_code == 0, res.output
+    page = next((tmp_path / "r").glob("*.html")).read_text() if (tmp_path / "r").is_dir() else ""
+    assert 'id="fig-nic_util"' in page

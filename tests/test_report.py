@@ -28,7 +28,7 @@ runner = CliRunner()
 TCP_FIGURES = [
     name
     for name in figures.figure_names()
-    if name not in ("rdma_ops", "step_breakdown", "collective_timeline")
+    if name not in ("rdma_ops", "step_breakdown", "collective_timeline", "nic_util")
 ]
 
 
@@ -71,7 +71,7 @@ def test_report_is_one_self_contained_file(report) -> None:
     assert "<script src" not in page
     assert "<link" not in page
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
-    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 3
+    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 4
     for name in TCP_FIGURES:
         assert f'id="fig-{name}"' in page
     # no RDMA section: the sample runs are TCP

@@ -1,5 +1,5 @@
 """What the selected runs hold that a figure or table needs: RoCE packets, collectives placed in time,
-NCCL's logs, two runs or more. A report asks before it draws a part that would be empty.
+NIC counters, NCCL's logs, two runs or more. A report asks before it draws a part that would be empty.
 
 Why apart from the registry: these are small queries, no chart; the report asks them, and starts its
 tables' views, before it imports Altair (`registry` imports every chart builder).
@@ -33,6 +33,11 @@ def any_row(con: duckdb.DuckDBPyConnection, runs: Runs, sql: str) -> bool:
 def has_rdma(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     """Whether any of `runs` (None = all) holds a RoCE packet: the report's RDMA section needs one."""
     return any_row(con, runs, "SELECT 1 FROM packets WHERE rdma_opcode IS NOT NULL")
+
+
+def has_counters(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
+    """Whether any of `runs` (None = all) has NIC counters: the report's NIC figure needs them."""
+    return any_row(con, runs, "SELECT 1 FROM counters WHERE true")
 
 
 def has_nccl_logs(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:

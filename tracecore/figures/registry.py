@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from tracecore.figures import collectives, confidence, gpu, timeseries, traffic, training
 from tracecore.figures._views import run_view
-from tracecore.figures.holds import has_collectives, has_rdma
+from tracecore.figures.holds import has_collectives, has_counters, has_rdma
 from tracecore.figures.options import FigureOptions, uses
 from tracecore.figures.style import short_runs
 from tracecore.query import run_sql
@@ -102,6 +102,21 @@ def link_util(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions
         clock=options.clock,
         trim=options.from_ns is None,
     )
+
+
+@uses("bin")
+def nic_util(con: duckdb.DuckDBPyConnection, runs: Runs, options: FigureOptions) -> alt.TopLevelMixin:
+    """The counters' throughput at a width the sampling allows: the coarsest interval or more, about
+    300 bins over the longest run."""
+    selected = "WHERE $runs IS NULL OR list_contains($runs, run)"
+    ((span, interval),) = con.execute(
+        f"SELECT (SELECT coalesce(max(hi - lo), 0) FROM (SELECT max(ts_ns) AS hi, min(ts_ns) AS lo"
+        f" FROM counters {selected} GROUP BY run)),"
+        f" (SELECT coalesce(max(interval_ns), 0) FROM counter_sources {selected})",
+        {"runs": runs},
+    ).fetchall()  # whole: a result left open blocks the connection's next query
+    bin_ns = options.bin_ns or nice_bin_ns(span, 300, max(10 * MS, interval))
+    return timeseries.nic_util_chart(run_view(con, "nic_util", runs=runs, params={"bin_ns": bin_ns}))
 
 
 @uses("window")
@@ -365,6 +380,13 @@ FIGURES = [
         "One step's collectives per rank above each link's load (profiler traces, NCCL plugins)",
         collective_timeline,
         shown_when=has_collectives,
+    ),
+    Figure(
+        "nic_util",
+        "",
+        "NIC throughput per worker from the interface and RDMA counters (runs sampled with them)",
+        nic_util,
+        shown_when=has_counters,
     ),
     Figure(
         "rdma_ops",

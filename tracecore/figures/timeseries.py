@@ -144,6 +144,55 @@ def link_util_chart(
     return line.properties(**panel).facet(facet=facet, columns=columns, data=inline(data), title=heading)
 
 
+def nic_util_chart(nic_util: pa.Table, title: str | None = None) -> alt.Chart | alt.FacetChart:
+    """NIC throughput from the counters: a panel per worker (and run), sent and received in Gbit/s,
+    a line per port (the interface, its RDMA port)."""
+    title = title or "NIC throughput per worker, from the interface and RDMA counters"
+    data = rows(nic_util, ["run", "worker", "source", "device", "port", "direction", "t_s", "gbps"])
+    if not data:
+        return empty_chart(
+            title, 'no NIC counters in the selected runs (capture.method = "both" samples them)'
+        )
+    bin_ms = as_arrow(nic_util).column("bin_ns")[0].as_py() / 1e6
+    labels = short_runs(r["run"] for r in data)
+    several = len(labels) > 1
+    for r in data:
+        port = "" if r["port"] is None else f"/{r['port']}"
+        r["nic"] = f"{r['device']}{port}"
+        r["panel"] = f"{labels[r['run']]} · {r['worker']}" if several else r["worker"]
+        r["sent"] = "sent" if r["direction"] == "tx" else "received"
+    panels = sorted({r["panel"] for r in data}, key=lambda p: tuple(map(worker_key, p.split(" · "))))
+    line = (
+        alt.Chart()
+        .mark_line(strokeWidth=1.1, interpolate="step-after")
+        .encode(
+            x=alt.X("t_s:Q", title=TIME_TITLE, scale=alt.Scale(nice=False, zero=False)),
+            y=alt.Y("gbps:Q", title="Throughput [Gbit/s]"),
+            color=alt.Color(
+                "sent:N",
+                title="Direction",
+                sort=["sent", "received"],
+                scale=alt.Scale(range=list(CATEGORY_COLORS[:2])),
+            ),
+            strokeDash=alt.StrokeDash("nic:N", title="Port", scale=alt.Scale(range=list(DASHES))),
+            tooltip=[
+                alt.Tooltip("run:N"),
+                alt.Tooltip("worker:N"),
+                alt.Tooltip("nic:N", title="port"),
+                alt.Tooltip("sent:N", title="direction"),
+                alt.Tooltip("t_s:Q", format=".3f", title="t [s]"),
+                alt.Tooltip("gbps:Q", format=".4f", title="Gbit/s"),
+            ],
+        )
+        .properties(width=WIDTH, height=110)
+    )
+    subtitle = [f"{bin_ms:g} ms bins · each sample's bytes spread over its interval", runs_caption(labels)]
+    return line.facet(
+        row=alt.Row("panel:N", title=None, sort=panels, header=HEADER), data=inline(data),
+        title=alt.Title(title, subtitle=subtitle),
+    )  # fmt: skip
+
+
 def _utc(ns: int) -> str:
     """ISO 8601 UTC with milliseconds: what Vega reads as a date, and a CSV reader too."""
     stamp = datetime.fromtimestamp(ns // 1_000_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
