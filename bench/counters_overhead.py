@@ -62,7 +62,22 @@ def measure(interface: str, interval: str, seconds: float, root: Path | None, ou
     columns = next(line for line in out.read_text().splitlines() if line.startswith("# columns"))
     steady = 100 * (cpu - startup_cpu) / (wall - startup_wall)  # sampling alone, start-up taken off
     return {"interval": interval, "counters": len(columns.split("\t")) - 2, "wall_s": wall, "cpu_s": cpu,
-            "core_pct": 100 * cpu / wall, "startup_cpu_s": startup_cpu, "steady_pct": steady, **account}  # fmt: skip
+            "core_pct": 100 * cpu / wall, "startup_cpu_s": startup_cpu, "steady_pct": steady,
+            **account}  # fmt: skip
+
+
+def timer_floor(interval: str, seconds: float) -> float:
+    """% of one core a Python process spends only sleeping `interval` in a loop: what any sampler in
+    Python pays to wake up that often on this machine (a VM's timer exits included), its floor."""
+    from tracecore.runners.counters import parse_interval
+
+    code = f"import time\nwhile True: time.sleep({parse_interval(interval) / 1e9})\n"
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    time.sleep(seconds)
+    proc.send_signal(signal.SIGTERM)
+    _, _, usage = os.wait4(proc.pid, 0)
+    return 100 * (usage.ru_utime + usage.ru_stime) / (time.monotonic() - started)
 
 
 def main() -> None:
@@ -73,6 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     interface = args.interface or _default_interface()
     rows = []
+    floors: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         tree = host_tree(Path(tmp) / "root")
         # the fixture's /proc/net/dev names eth1 only: the RDMA rows read it, the others the real one
@@ -81,6 +97,7 @@ def main() -> None:
             rows.append({"source": f"{interface} (/proc/net/dev)", **plain})
             rdma = measure("eth1", interval, args.seconds, tree, Path(tmp) / "b.tsv")
             rows.append({"source": "eth1 + mlx5_0 port 1 (fixture files)", **rdma})
+            floors[interval] = timer_floor(interval, args.seconds)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# The counter sampler's own cost",
@@ -101,6 +118,9 @@ def main() -> None:
             f" {r['cpu_s']:.3f} | {r['startup_cpu_s']:.3f} | {r['core_pct']:.2f} | {r['steady_pct']:.2f} |"
             f" {r['late_p99_us']} | {r['read_p99_us']} |"
         )
+    floor = ", ".join(f"{i} {v:.2f}" for i, v in floors.items())
+    lines += ["", "The floor: a Python process that only sleeps the interval in a loop (start-up included),"
+              f" % of one core: {floor}."]  # fmt: skip
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

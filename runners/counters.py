@@ -48,6 +48,9 @@ _UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_
 # preempted) are done again, at most READ_TRIES times, so a sample's time is known to ± 100 µs or so
 MAX_READ_NS = 200_000
 READ_TRIES = 3
+# the file is written once a second (a write per sample cost a third of the sampler's CPU): a killed
+# sampler loses at most that; a stopped one loses nothing
+FLUSH_NS = 1_000_000_000
 MIN_INTERVAL_NS = 1_000_000  # below 1 ms the reads themselves are a large part of the interval
 
 
@@ -189,6 +192,7 @@ def run(args: argparse.Namespace, clock: Callable[[], int] = time.time_ns) -> in
         out.flush()
         sample, write, flush, sleep = sampler.sample, out.write, out.flush, time.sleep
         deadline = clock()
+        flushed = 0
         while not stop and (args.samples <= 0 or samples < args.samples):
             for _ in range(READ_TRIES):  # a read the scheduler cut into is read again: its time is unknown
                 before = clock()
@@ -199,7 +203,9 @@ def run(args: argparse.Namespace, clock: Callable[[], int] = time.time_ns) -> in
             slow_reads[(now - before) // 1000] += 1
             now = (before + now) >> 1
             write(b"%d\t%b\n" % (now, values))
-            flush()  # one write a sample: a killed sampler loses nothing, and its start is seen
+            if now >= flushed + FLUSH_NS:  # the first sample at once (a run waits for it), then each second
+                flush()
+                flushed = now
             late[(now - deadline) // 1000] += 1
             samples += 1
             if eth_names and samples % args.ethtool_every == 1:
