@@ -462,3 +462,20 @@ def test_the_figure_and_the_report_show_the_counters(counted_run: Path, tmp_path
     assert res.exit_code == 0, res.output
     page = next((tmp_path / "r").glob("*.html")).read_text() if (tmp_path / "r").is_dir() else ""
     assert 'id="fig-nic_util"' in page
+
+
+def test_the_overhead_bench_measures_each_interval(tmp_path: Path) -> None:
+    """bench.counters_overhead, briefly: a row per interval and source with the sampler's own account,
+    and the sleep-only floor."""
+    out = tmp_path / "o.md"
+    argv = [sys.executable, "-m", "bench.counters_overhead", "--seconds", "0.5", "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split("|")[1:-1] for line in out.read_text().splitlines() if line.startswith("| ")][1:]
+    assert [(r[0].strip().split(" ")[0], r[1].strip()) for r in rows] == [
+        (source, interval)
+        for interval in ("10ms", "5ms", "1ms")
+        for source in (rows[0][0].split()[0], "eth1")
+    ]
+    assert all(int(r[3]) > 0 and float(r[6]) > 0 for r in rows), rows
+    assert "The floor: a Python process that only sleeps" in out.read_text()
