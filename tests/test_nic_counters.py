@@ -8,6 +8,7 @@ ports/N/gid_attrs/ndevs/N) and drivers/infiniband/hw/mlx5/counters.c (the hw_cou
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -479,3 +480,49 @@ def test_the_overhead_bench_measures_each_interval(tmp_path: Path) -> None:
     ]
     assert all(int(r[3]) > 0 and float(r[6]) > 0 for r in rows), rows
     assert "The floor: a Python process that only sleeps" in out.read_text()
+
+
+def test_roce_congestion_sums_each_steps_signals_per_worker(tmp_path: Path, sample_run: Path) -> None:
+    """An mlx5-named port's congestion counters, sampled every 10 ms across the sample run's logged
+    steps: each step gets the deltas of the samples taken in it, the whole-run row every delta; PFC
+    pauses sum over priorities; a counter the port does not have is NULL."""
+    from decimal import Decimal
+
+    run = tmp_path / sample_run.name
+    run.mkdir()
+    for f in sample_run.iterdir():
+        os.symlink(f, run / f.name)
+    log = (sample_run / "train_history.log").read_text().splitlines()[1:]
+    batches = [int(Decimal(line.split(",")[2]) * 10**9) for line in log if line.startswith("Batch,")]
+    times = list(range(batches[0] - 50_000_000, batches[-1] + 50_000_000, 10_000_000))
+    lines = []
+    for k, ts in enumerate(times):
+        lines.append(f"{ts}\t{1000 + k}\t{k * 7}\t{3 * k}")  # tx_bytes, port_xmit_data, np_cnp_sent
+        if k % 10 == 0:
+            lines.append(f"e\t{ts + 500}\t{k}")  # tx_prio3_pause
+    path = run / "worker-2-counters.tsv"
+    path.write_text(
+        f"{MAGIC}\n# host\th2\n# interface\teth1\n# interval_ns\t10000000\n"
+        "# columns\tts_ns\teth1//tx_bytes\tmlx5_0/1/port_xmit_data\tmlx5_0/1/np_cnp_sent\n"
+        "# ethtool_columns\tts_ns\teth1\ttx_prio3_pause\n" + "".join(f"{line}\n" for line in lines)
+    )
+    assert not ingest([run], tmp_path / "data", jobs=1).failed
+    con = open_catalog(tmp_path / "data")
+    try:
+        got = con.execute(
+            "SELECT worker, step, start_ns, end_ns, cnp_sent, pfc_pauses_tx, pfc_pauses_rx, ecn_marked"
+            " FROM roce_congestion"
+        ).fetchall()
+    finally:
+        con.close()
+    whole, *steps = got
+    assert whole == ("W3", None, times[0], times[-1], 3 * (len(times) - 1), len(times[::10]) * 10 - 10,
+                     None, None)  # fmt: skip
+    assert len(steps) == len(batches) - 1
+    for (worker, step, start, end, cnp, pfc_tx, _, _), (lo, hi) in zip(
+        steps, itertools.pairwise(batches), strict=True
+    ):
+        taken = [k for k, ts in enumerate(times) if lo < ts <= hi and k > 0]
+        paused = [k for k in range(0, len(times), 10) if lo < times[k] + 500 <= hi and k > 0]
+        assert (worker, start, end, cnp) == ("W3", lo, hi, 3 * len(taken)), step
+        assert pfc_tx == (10 * len(paused) if paused else None), step
