@@ -205,6 +205,8 @@ def run(args: argparse.Namespace, clock: Callable[[], int] = time.time_ns) -> in
             write(b"%d\t%b\n" % (now, values))
             if now >= flushed + FLUSH_NS:  # the first sample at once (a run waits for it), then each second
                 flush()
+                if not flushed:
+                    print("sampling", flush=True)  # what a Slurm job's script waits for
                 flushed = now
             late[(now - deadline) // 1000] += 1
             samples += 1
@@ -228,6 +230,7 @@ def run(args: argparse.Namespace, clock: Callable[[], int] = time.time_ns) -> in
                    "read_max_us": max(slow_reads, default=0)}  # fmt: skip
         write(("# end\t" + "\t".join(f"{k}\t{v}" for k, v in account.items()) + "\n").encode())
     sampler.close()
+    print("stopped", flush=True)  # after its last line: what a Slurm run reads back
     return 0
 
 

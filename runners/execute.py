@@ -83,7 +83,8 @@ def make_backend(exp: Experiment) -> Backend:
         from tracecore.runners.slurm import SlurmBackend
 
         gpus = exp.launcher.ranks_per_host if exp.launcher.device == "cuda" else 0
-        return SlurmBackend(exp.backend, nic, exp.settings.timeout_s, gpus=gpus)
+        return SlurmBackend(exp.backend, nic, exp.settings.timeout_s, python=exp.launcher.python or "python3",
+                            gpus=gpus)  # fmt: skip
     if exp.backend.kind != "netns":
         raise ExperimentError(
             f"{exp.path}: backend.kind: {exp.backend.kind!r} is not available yet (use netns, ssh or slurm)"

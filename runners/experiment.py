@@ -8,8 +8,8 @@ value must stop the run before anything starts, as one line naming the file and 
                   ssh: workdir, known_hosts, ssh_config, control_dir, ips, deadman_margin_s;
                   slurm: hosts = [node names], ips, partition, sbatch_args, allow_loss, queue_timeout_s
     [capture]     interface = "eth1", snaplen = 128, filter = "src host {ip}", buffer_kib = 32768,
-                  method = "tcpdump" | "both" (the NIC counter sampler beside tcpdump, netns and ssh
-                  backends, run by launcher.python: counters_interval = "10ms", counters_rdma = "auto" |
+                  method = "tcpdump" | "both" (the NIC counter sampler beside tcpdump, run by
+                  launcher.python: counters_interval = "10ms", counters_rdma = "auto" |
                   "none" | "DEV[:PORT]"),
                   address_interface (the netdev with the host's address and the training sockets, when
                   it is not the capture interface: capturing RoCE at an RDMA NIC, interface = "mlx5_0")
@@ -213,7 +213,7 @@ def parse_experiment(path: Path, doc: dict, only: str | None = None, max_runs: i
     if sections["backend"].kind != "netns" and not sections["backend"].hosts:
         raise ExperimentError(f"{path}: backend.hosts: the {sections['backend'].kind} backend needs hosts")
     _check_launcher(path, sections["launcher"], runs)
-    _check_capture(path, sections["capture"], sections["backend"])
+    _check_capture(path, sections["capture"])
     return Experiment(
         path,
         sections["experiment"],
@@ -225,7 +225,7 @@ def parse_experiment(path: Path, doc: dict, only: str | None = None, max_runs: i
     )
 
 
-def _check_capture(path: Path, capture: CaptureSettings, backend: BackendSettings) -> None:
+def _check_capture(path: Path, capture: CaptureSettings) -> None:
     """The counter sampler's settings, checked as the sampler will check them."""
     from tracecore.runners.counters import SamplerError, parse_interval
 
@@ -237,10 +237,6 @@ def _check_capture(path: Path, capture: CaptureSettings, backend: BackendSetting
         raise ExperimentError(
             f'{path}: capture.method: "counters" alone is not run yet (ingest reads a run from its'
             ' captures); "both" samples the counters beside tcpdump'
-        )
-    if capture.counters and backend.kind == "slurm":
-        raise ExperimentError(
-            f"{path}: capture.method: the counter sampler runs on the netns and ssh backends"
         )
 
 

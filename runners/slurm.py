@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 from tracecore.errors import ExitCode, TracecoreError
-from tracecore.runners.backend import Backend, Proc, Step, env_argv, host_tcpdump_argv
+from tracecore.runners.backend import Backend, Proc, Step, counters_argv, env_argv, host_tcpdump_argv
 from tracecore.runners.experiment import BackendSettings, CaptureSettings, ExperimentError
 from tracecore.runners.launchers import Host, HostCommand
 from tracecore.runners.preflight import TIMEOUT_S as PREFLIGHT_TIMEOUT_S
@@ -148,9 +148,9 @@ class SlurmError(TracecoreError):
 
 def step_log(what: str, node: str) -> str:
     """Where a step's output goes, relative to the run folder (the job's working directory)."""
-    return {"capture": f"logs/{node}-tcpdump.txt", "loss": f"logs/{node}-loss.txt"}.get(
-        what, f"logs/{node}.out"
-    )
+    logs = {"capture": f"logs/{node}-tcpdump.txt", "loss": f"logs/{node}-loss.txt",
+            "counters": f"logs/{node}-counters.txt"}  # fmt: skip
+    return logs.get(what, f"logs/{node}.out")
 
 
 def srun_argv(node: str, what: str, argv: list[str]) -> list[str]:
@@ -184,6 +184,7 @@ class SlurmBackend(Backend):
     def _reset(self) -> None:
         self._run_dir: Path | None = None
         self._captures: list[tuple[Host, CaptureSettings, str]] = []
+        self._counters: list[tuple[Host, CaptureSettings, str]] = []
         self._loss: tuple[list[Host], float] | None = None
         self._commands: list[HostCommand] = []
         self._job: str | None = None
@@ -209,6 +210,9 @@ class SlurmBackend(Backend):
     def capture_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
         tcpdump = host_tcpdump_argv(host, capture, path)
         return srun_argv(host.name, "capture", ["sh", "-c", _UNTIL_USR2, "sh", *tcpdump])
+
+    def counters_command(self, host: Host, capture: CaptureSettings, path: str) -> list[str]:
+        return srun_argv(host.name, "counters", counters_argv(self.python, capture, path))
 
     def loss_commands(self, hosts: list[Host], loss_pct: float) -> list[Step]:
         if loss_pct <= 0:
@@ -285,6 +289,7 @@ class SlurmBackend(Backend):
         side = 0
         for what, title, ready in (
             ("capture", "# tcpdump on every node until the end", "listening on"),
+            ("counters", "# the NIC counter sampler on every node until the end", "sampling"),
             ("loss", "# the loss rule on every node, deleted at the end by its guard", "loss rule applied"),
         ):
             mine = [s for s in steps if s.what == what]
@@ -416,6 +421,17 @@ class SlurmBackend(Backend):
         self._captures.append((host, capture, str(path)))
         return (host, path)
 
+    def start_counters(self, host: Host, capture: CaptureSettings, path: Path, log: Path) -> object:
+        """Noted for the batch script, which starts it (and waits for its first sample) before launching."""
+        self._counters.append((host, capture, str(path)))
+        return host
+
+    def stop_counters(self, handle: object) -> int | None:
+        """The script stops the samplers at its end (SIGUSR2); 0 when the sampler said it stopped."""
+        self._end_job()
+        said = self._read(step_log("counters", handle.name))  # type: ignore[attr-defined]
+        return 0 if "stopped" in said.split() else -15
+
     def apply_loss(self, hosts: list[Host], loss_pct: float) -> dict:
         if loss_pct <= 0:
             return {"method": "none", "loss_pct": 0.0}
@@ -462,6 +478,9 @@ class SlurmBackend(Backend):
         if run_dir is None or not self._commands:
             raise SlurmError("slurm backend: wait() before any capture or launch")
         steps = [Step(h.name, "capture", tuple(self.capture_command(h, c, p))) for h, c, p in self._captures]
+        steps += [
+            Step(h.name, "counters", tuple(self.counters_command(h, c, p))) for h, c, p in self._counters
+        ]
         steps += self.loss_commands(*self._loss) if self._loss else []
         steps += [Step(c.host.name, "launch", tuple(self.launch_command(c))) for c in self._commands]
         (submit,) = self.submission(steps, run_dir)

@@ -261,8 +261,8 @@ def sample_run() -> Path:
 
 
 def test_the_capture_method_is_checked_and_a_dry_run_shows_the_sampler(tmp_path: Path) -> None:
-    """method = "both" adds one sampler per host to the plan, as the namespace runs it; a bad interval,
-    "counters" alone (not ingestible yet) and the slurm backend are one line before anything starts."""
+    """method = "both" adds one sampler per host to the plan, as the namespace runs it; a bad interval
+    and "counters" alone (not ingestible yet) are one line before anything starts."""
     exp = tmp_path / "e.toml"
     base = TINY.format(out="pcaps", python="python3")
     exp.write_text(base.replace("[capture]", '[capture]\nmethod = "both"\ncounters_interval = "5ms"'))
@@ -282,11 +282,6 @@ def test_the_capture_method_is_checked_and_a_dry_run_shows_the_sampler(tmp_path:
         res = CliRunner().invoke(app, ["run", str(exp), "--dry-run"])
         assert res.exit_code == 3, res.output  # bad input
         assert message in res.output, res.output
-    slurm = base.replace('kind = "netns"', 'kind = "slurm"\nhosts = ["n1", "n2"]')
-    exp.write_text(slurm.replace("[capture]", '[capture]\nmethod = "both"'))
-    res = CliRunner().invoke(app, ["run", str(exp), "--dry-run"])
-    assert res.exit_code == 3, res.output
-    assert "the counter sampler runs on the netns and ssh backends" in res.output
 
 
 def test_preflight_asks_the_hosts_python_for_the_sampler(tmp_path: Path) -> None:

@@ -328,6 +328,31 @@ def test_timeout_a_failing_rank_or_capture_stop_the_job(cluster: SlurmCluster, t
 
 @pytest.mark.netns
 @pytest.mark.slow
+def test_the_counter_sampler_is_a_step_of_the_job(cluster: SlurmCluster, tmp_path: Path) -> None:
+    """capture.method "both" on Slurm: the batch script starts a sampler step on every node and waits
+    for its first sample before launching; the script's end stops it (SIGUSR2) with its last line
+    written; nothing is left."""
+    out = tmp_path / "pcaps"
+    text = experiment(out, PING, capture__method="both", capture__counters_interval="20ms",
+                      launcher__python=sys.executable)  # fmt: skip
+    res = cluster.run([str(write(tmp_path, text))])
+    assert res.returncode == 0, res.stderr
+    run_dir = out / NAME
+    script = (run_dir / "slurm-job.sh").read_text()
+    assert "# the NIC counter sampler on every node until the end" in script
+    assert script.index("tracecore.runners.counters") < script.index("# the launcher on every node")
+    for i, node in enumerate(("w0", "w1")):
+        lines = (run_dir / f"worker-{i}-counters.tsv").read_text().splitlines()
+        assert lines[0] == "# tracecore counters 1"
+        assert lines[-1].startswith("# end\tsamples\t")
+        assert (run_dir / "logs" / f"{node}-counters.txt").read_text().split() == ["sampling", "stopped"]
+    meta = tomllib.loads((run_dir / "run.toml").read_text())
+    assert meta["capture"]["method"] == "both"
+    assert cluster.leftovers() == CLEAN
+
+
+@pytest.mark.netns
+@pytest.mark.slow
 def test_hostile_names_argv_and_paths_arrive_intact(cluster: SlurmCluster, tmp_path: Path) -> None:
     """Quotes, `$`, `;`, `%`, blanks and globs in the run folder's path, the run name (so the job name)
     and the program's argv."""
