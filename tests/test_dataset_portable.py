@@ -24,6 +24,7 @@ from tracecore.sample import SAMPLE_RUN, sample_root
 REPO = Path(__file__).resolve().parent.parent
 # views of the collectives' event sources (profiler traces, NCCL's plugins): empty on the sample runs
 EVENT_VIEW_PREFIXES = ("collective_", "step_breakdown")
+COUNTER_VIEWS = ("nic_util", "counter_check", "roce_congestion")
 
 # What a user types: open the catalog read-only, maybe say where the dataset folder is, run SQL.
 PLAIN_DUCKDB = """\
@@ -153,6 +154,8 @@ def test_oldest_duckdb_reads_the_catalog_and_runs_every_view(
     events = {name: rows.pop(name) for name in list(rows) if name.startswith(EVENT_VIEW_PREFIXES)}
     assert all(isinstance(count, list) for count in events.values()), events
     assert isinstance(rows.pop("findings"), list)  # it ran: the sample has no finding above the thresholds
+    for name in COUNTER_VIEWS:  # no counter files: test_oldest_duckdb_runs_the_counter_views has them
+        assert rows.pop(name) == [[0]], name
     assert all(isinstance(count, list) and count[0][0] > 0 for count in rows.values()), rows
 
 
@@ -188,6 +191,40 @@ def test_oldest_duckdb_runs_the_nccl_views_on_a_run_with_nccl_logs(
     assert (len(topology), len(ranks)) == (16, 7)
     assert len(edges) > 30
     assert predicted == [["W1", "W2"], ["W2", "W3"], ["W3", "W1"]]
+
+
+def test_oldest_duckdb_runs_the_counter_views(oldest_python: Path, tmp_path: Path) -> None:
+    """nic_util, counter_check and roce_congestion on a sample run given a counter sampler file (an
+    mlx5-named port with an ethtool PFC counter): the oldest DuckDB gives today's rows."""
+    import os
+
+    from tests.test_nic_counters import write_counters
+
+    run = tmp_path / "runs" / SAMPLE_RUN
+    run.mkdir(parents=True)
+    for f in (sample_root() / SAMPLE_RUN).iterdir():
+        os.symlink(f, run / f.name)
+    start = 1795332671_000_000_000  # the sample's first logged step is 0.17 s later
+    write_counters(run / "worker-0-counters.tsv", [
+        line for k in range(300) for line in (
+            f"{start + k * 10_000_000}\t{1000 + 150 * k}\t{40 * k}\t{k // 3}",
+            *([f"e\t{start + k * 10_000_000 + 500}\t{k}"] if k % 10 == 0 else []),
+        )
+    ])  # fmt: skip
+    assert not ingest([tmp_path / "runs"], tmp_path / "data", jobs=1).failed
+    queries = [
+        "SELECT * FROM nic_util(bin_ns := 20000000) ORDER BY ALL",
+        "SELECT * FROM counter_check ORDER BY ALL",
+        "SELECT * FROM roce_congestion ORDER BY ALL",
+    ]
+    catalog = tmp_path / "data" / "tracecore.duckdb"
+    oldest = plain_duckdb(oldest_python, catalog, queries, tmp_path)
+    today = plain_duckdb(Path(sys.executable), catalog, queries, tmp_path)
+    nic, check, congestion = oldest["results"]
+    assert len(nic) > 100
+    assert len(check) >= 20
+    assert len(congestion) > 20
+    assert oldest["results"] == today["results"]
 
 
 def test_oldest_duckdb_runs_the_rdma_views(oldest_python: Path, tmp_path: Path) -> None:

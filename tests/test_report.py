@@ -387,7 +387,7 @@ def test_gpu_report_draws_every_chart_offline_and_fits_the_window(gpu_report, tm
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert console_messages(dom.stderr) == []
     body = body_of(dom.stdout)
-    total = len(figures.figure_names()) - 1  # every figure but RoCE's
+    total = len(figures.figure_names()) - 2  # every figure but RoCE's and the NIC counters'
     assert (body["charts-total"], body["charts-drawn"], body["charts-failed"]) == (str(total), str(total), "")
     assert body["page-scroll-width"] == body["page-client-width"]
     assert body["charts-wider-than-page"] == ""
