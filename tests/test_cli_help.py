@@ -146,7 +146,7 @@ def test_examples_are_everywhere() -> None:
         "model scaling",
         "model optimus",
     }
-    assert len(readme_examples()) == 37  # the README's and docs/' sh lines starting `tracecore ` or `cat `
+    assert len(readme_examples()) == 39  # the README's and docs/' sh lines starting `tracecore ` or `cat `
 
 
 @pytest.fixture(scope="module")
