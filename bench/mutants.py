@@ -75,6 +75,10 @@ TCP_HEALTH_TESTS = ("tests/test_views_tcp_health.py",)
 BOUND_TESTS = ("tests/test_hardening_bounds.py",)
 LINK_BINS_TESTS = ("tests/test_link_bins.py", "tests/test_views.py")
 RDMA_TESTS = ("tests/test_views_rdma.py",)
+COUNTER_TESTS = ("tests/test_nic_counters.py",)
+SAMPLE_COUNTERS_TEST = (
+    "tests/test_nic_counters.py::test_nic_util_and_counter_check_on_the_sample_run_with_a_counter_file"
+)
 SHARED_QP_TEST = (
     "tests/test_views_rdma.py::test_a_flow_is_told_apart_by_its_receiver_when_receivers_share_a_qp_number"
 )
@@ -523,6 +527,33 @@ MUTANTS = [
         "ECN-CE marks and CNPs put on the reverse link",
         RDMA_TESTS,
         ci=("tests/test_views_rdma.py::test_congestion_counts_marks_and_cnps_per_link_and_bin[10000000]",),
+    ),
+    Mutant(
+        "nic_util.delta_not_shared",
+        "queries/nic_util.sql",
+        "sum(p.delta * p.overlap_ns / (p.t1 - p.t0)) AS bytes,",
+        "sum(p.delta) AS bytes,",
+        "a sample's whole delta in every bin its span touches",
+        COUNTER_TESTS,
+        ci=(SAMPLE_COUNTERS_TEST,),
+    ),
+    Mutant(
+        "counter_check.directions_swapped",
+        "queries/counter_check.sql",
+        "CASE WHEN p.src_ip = w.ip THEN 'tx' ELSE 'rx' END",
+        "CASE WHEN p.src_ip = w.ip THEN 'rx' ELSE 'tx' END",
+        "captured frames set against the other direction's counter",
+        COUNTER_TESTS,
+        ci=(SAMPLE_COUNTERS_TEST,),
+    ),
+    Mutant(
+        "roce_congestion.pfc_sent_as_received",
+        "queries/roce_congestion.sql",
+        "'^tx_prio[0-7]_pause$') THEN 'pfc_pauses_tx'",
+        "'^tx_prio[0-7]_pause$') THEN 'pfc_pauses_rx'",
+        "PFC pauses sent counted as received",
+        COUNTER_TESTS,
+        ci=("tests/test_nic_counters.py::test_roce_congestion_sums_each_steps_signals_per_worker",),
     ),
     Mutant(
         "rdma_flows.qp_without_dst",

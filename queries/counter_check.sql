@@ -15,8 +15,11 @@
 -- reached the interface, no FCS, VLAN tags when the capture saw them. So the counters run ahead by
 -- what the captures do not hold: ARP, IPv6 and other non-IPv4 frames, frames a capture filter left
 -- out (the paper's `src host` captures at every worker hold every frame between workers once), frames
--- the capture dropped (run.toml's `dropped_by_kernel`), and the time a sample took to read at a bin's
--- edges. RDMA port counters are not compared: their traffic is not in a host's capture.
+-- the capture dropped (run.toml's `dropped_by_kernel`). At a bin's edges: a sample's time is known to
+-- ± half its read time (counter_sources.read_p99_us), in which a line-rate burst moves tens of kB; a
+-- received frame is counted at the receiver but captured (sender-side) when sent, so one in flight
+-- at a sample falls in the next bin. RDMA port counters are not compared: their traffic is not in a
+-- host's capture.
 --
 -- Parameters:
 --   bin_ns   bin width, ns (default 100 000 000 = 100 ms; at least one sample each); range (0, ∞)

@@ -133,6 +133,13 @@ def netns_made_by(pid: int) -> set[str]:
     return {ns for ns in list_netns() if ns.startswith(f"tb{pid}x")}
 
 
+def default_signals() -> None:
+    """A child's `preexec_fn`: SIGHUP, SIGTERM and SIGINT at their defaults, as in a job a shell starts
+    (`nohup` leaves SIGHUP ignored in the suite, and every child would inherit that)."""
+    for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def require_tool(name: str) -> str:
     """Path of a system tool; a missing one fails the test (run `make system-deps`)."""
     path = shutil.which(name)

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench._deps import ensure_torch
-from tests.conftest import netns_made_by, require_tool
+from tests.conftest import default_signals, netns_made_by, require_tool
 from tests.runs import (
     NETEM_NOT_RUN,
     check_clocks,
@@ -159,7 +159,7 @@ def test_sighup_mid_run_tears_the_testbed_down_and_keeps_the_run_apart(tmp_path:
     )
     with (tmp_path / "runner.log").open("w+") as log:
         proc = subprocess.Popen([str(TRACECORE), "run", str(exp)], stdout=subprocess.DEVNULL, stderr=log,
-                                start_new_session=True)  # fmt: skip
+                                start_new_session=True, preexec_fn=default_signals)  # fmt: skip
         try:
             deadline = time.monotonic() + 60
             while not any(f.read_text() for f in out.glob("*.partial/logs/w1.out")):

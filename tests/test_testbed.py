@@ -16,7 +16,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from tests.conftest import netns_made_by, require_tool
+from tests.conftest import default_signals, netns_made_by, require_tool
 from tracecore.runners.testbed import Testbed, TestbedError, cleanup_stale, list_netns
 
 pytestmark = pytest.mark.netns
@@ -213,7 +213,10 @@ def test_signal_tears_down(sig: signal.Signals) -> None:
                 time.sleep(0.1)
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    # the child starts with every signal at its default, as a shell's job does: under `nohup make
+    # test` SIGHUP is ignored and a child inherits that, so a hang-up would never reach the testbed
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)  # fmt: skip
     try:
         assert proc.stdout is not None
         names = proc.stdout.readline().split()
