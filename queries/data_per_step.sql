@@ -16,6 +16,11 @@
 -- Payload is the TCP/UDP payload (l4_payload_len), and for RoCE packets the RDMA payload
 -- (rdma_payload_len: without BTH, extension headers and ICRC; RDMA ACKs carry none), as in
 -- `topology_check`.
+-- A run without packets (counters alone: `[capture] method = "counters"`) takes each worker's bytes sent
+-- from its NIC's transmit counter instead (`counters`: the RDMA port's port_xmit_data where the worker
+-- has one, else the interface's tx_bytes), each sample's delta shared by time over the window as in
+-- `nic_util`; a counter counts every frame the interface sent (ACKs, ARP and retransmissions too), so
+-- its bytes are frame bytes and the payload columns are NULL.
 --
 -- Parameters:
 --   runs   list of run names; NULL = every run with ≥ 2 logged steps
@@ -34,6 +39,7 @@
 --   grad_bytes            gradient bytes per step from run metadata; NULL if unknown
 --   expected_rank_bytes   2(N−1)/N · grad_bytes, bytes; NULL if grad_bytes unknown
 --   payload_ratio         rank_payload_per_step / expected_rank_bytes
+--   bytes_from            packets | counters (a run without packets: its NIC counters; payload NULL)
 CREATE OR REPLACE MACRO data_per_step(runs := NULL) AS TABLE
 WITH
 lw AS (SELECT * FROM train_window(runs := runs)),
@@ -44,13 +50,33 @@ sent AS (
     WHERE (runs IS NULL OR list_contains(runs, p.run)) AND p.ts_ns > lw.t_first AND p.ts_ns <= lw.t_last
     GROUP BY p.run, p.src_ip
 ),
+nic AS (
+    -- runs without packets: each worker's transmit counter over the window, a sample's delta shared by time
+    SELECT c.run, c.worker,
+           sum(c.delta * (least(c.ts_ns, lw.t_last) - greatest(c.ts_ns - c.dt_ns, lw.t_first)) / c.dt_ns)
+               ::BIGINT AS bytes
+    FROM counters AS c
+    JOIN lw ON lw.run = c.run
+    WHERE c.run NOT IN (SELECT run FROM sent) AND c.delta IS NOT NULL AND c.dt_ns > 0
+      AND c.ts_ns > lw.t_first AND c.ts_ns - c.dt_ns < lw.t_last
+      AND ((c.source = 'rdma' AND c.counter = 'port_xmit_data')
+           OR (c.source = 'netdev' AND c.counter = 'tx_bytes' AND NOT EXISTS (
+               SELECT 1 FROM counters AS r
+               WHERE r.run = c.run AND r.worker IS NOT DISTINCT FROM c.worker AND r.source = 'rdma')))
+    GROUP BY c.run, c.worker
+),
 totals AS (
-    SELECT run, sum(bytes)::BIGINT AS bytes, sum(payload)::BIGINT AS payload_bytes FROM sent GROUP BY run
+    SELECT run, sum(bytes)::BIGINT AS bytes, sum(payload)::BIGINT AS payload_bytes, 'packets' AS bytes_from
+    FROM sent GROUP BY run
+    UNION ALL
+    SELECT run, sum(bytes)::BIGINT, NULL, 'counters' FROM nic GROUP BY run
 ),
 ranks AS (
-    SELECT w.run, w.worker, coalesce(s.bytes, 0) AS bytes, coalesce(s.payload, 0) AS payload
+    SELECT w.run, w.worker, coalesce(s.bytes, n.bytes, 0) AS bytes,
+           CASE WHEN n.run IS NULL THEN coalesce(s.payload, 0) END AS payload
     FROM workers AS w
     LEFT JOIN sent AS s ON s.run = w.run AND s.src_ip = w.ip
+    LEFT JOIN nic AS n ON n.run = w.run AND n.worker = w.worker
     WHERE w.run IN (SELECT run FROM lw)
 ),
 per_rank AS (
@@ -66,9 +92,10 @@ SELECT
     lw.steps,
     (lw.t_last - lw.t_first) / 1e9 / lw.steps AS step_s,
     coalesce(t.bytes, 0)::BIGINT AS bytes,
-    coalesce(t.payload_bytes, 0)::BIGINT AS payload_bytes,
+    CASE WHEN t.bytes_from = 'counters' THEN NULL ELSE coalesce(t.payload_bytes, 0) END::BIGINT AS payload_bytes,
     coalesce(t.bytes, 0) / lw.steps / 1e6 AS mb_per_step,
-    coalesce(t.payload_bytes, 0) / lw.steps / 1e6 AS payload_mb_per_step,
+    CASE WHEN t.bytes_from = 'counters' THEN NULL ELSE coalesce(t.payload_bytes, 0) END / lw.steps / 1e6
+        AS payload_mb_per_step,
     r.rank_bytes / lw.steps AS rank_bytes_per_step,
     r.rank_payload / lw.steps AS rank_payload_per_step,
     r.rank_payload_min / lw.steps AS rank_payload_min,
@@ -79,7 +106,8 @@ SELECT
         AS expected_rank_bytes,
     (r.rank_payload / lw.steps)
         / (2.0 * (coalesce(m.n_workers, r.n_workers) - 1) / coalesce(m.n_workers, r.n_workers) * m.grad_bytes)
-        AS payload_ratio
+        AS payload_ratio,
+    coalesce(t.bytes_from, 'packets') AS bytes_from
 FROM lw
 LEFT JOIN totals AS t ON t.run = lw.run
 LEFT JOIN per_rank AS r ON r.run = lw.run

@@ -1,4 +1,4 @@
-"""The NIC counter sampler a run starts on every host beside tcpdump.
+"""The NIC counter sampler a run starts on every host, beside tcpdump or instead of it.
 
 Why: RDMA traffic bypasses the kernel, so tcpdump on the host sees none of it, but every host's
 interface and RDMA port keep byte, packet, drop and congestion counters. This process reads them at a

@@ -174,9 +174,10 @@ def plan(exp: Experiment, backend: Backend, spec: RunSpec, run_dir: Path) -> lis
     hosts = backend.hosts(spec.workers)
     steps = []
     for h in hosts:
-        path = _capture_path(backend, h, run_dir)
-        steps.append(Step(h.name, "capture", tuple(backend.capture_command(h, exp.capture, path)),
-                          shown=tuple(host_tcpdump_argv(h, exp.capture, path))))  # fmt: skip
+        if exp.capture.tcpdump:
+            path = _capture_path(backend, h, run_dir)
+            steps.append(Step(h.name, "capture", tuple(backend.capture_command(h, exp.capture, path)),
+                              shown=tuple(host_tcpdump_argv(h, exp.capture, path))))  # fmt: skip
         if exp.capture.counters:
             path = _counters_path(backend, h, run_dir)
             steps.append(Step(h.name, "counters", tuple(backend.counters_command(h, exp.capture, path)),
@@ -368,7 +369,7 @@ def _lifecycle(
         offsets = measure_offsets(backend.clock_argv, hosts)
         caps = [
             (h, backend.start_capture(h, exp.capture, Path(_capture_path(backend, h, run_dir))))
-            for h in hosts
+            for h in (hosts if exp.capture.tcpdump else [])
         ]
         samplers = [
             backend.start_counters(h, exp.capture, Path(_counters_path(backend, h, run_dir)),
@@ -376,7 +377,7 @@ def _lifecycle(
             for h in (hosts if exp.capture.counters else [])
         ]  # fmt: skip
         record["capture"] = {
-            "tool": "tcpdump",
+            "tool": "tcpdump" if exp.capture.tcpdump else "counters",
             "interface": exp.capture.interface,
             "snaplen": exp.capture.snaplen,
             "filter": exp.capture.filter,
@@ -426,12 +427,21 @@ def _lifecycle(
             "dropped_by_interface": st.dropped_by_interface or 0,
         }
         for (h, _), st in zip(caps, stats, strict=True)
+    ] or [  # counters alone: each host's sampler file pins its address, as a capture's would
+        {"index": h.index, "ip": h.ip, "file": Path(_counters_path(backend, h, run_dir)).name}
+        for h in (hosts if exp.capture.counters else [])
     ]
     _absorb_ddp_meta(run_dir, record)
     if why:
         failed = [p for p in procs if p.returncode not in (None, 0, -15)]
         tail = log_tail(run_dir / "logs" / f"{failed[0].host.name}.out") if failed else ""
         raise RunFailedError(f"{why}: {tail}" if tail else why)
+    if not caps:
+        silent = [w["file"] for w in record["capture"]["worker"] if not _has_samples(run_dir / w["file"])]
+        if silent:
+            raise RunFailedError(f"counters sanity: no sample in {', '.join(silent)}")
+        record["result"]["status"] = "ok"
+        return
     lonely = insane_captures(record["capture"]["worker"], run_dir)
     if lonely:
         raise RunFailedError(f"capture sanity: no traffic to or from another worker in {', '.join(lonely)}")
@@ -479,6 +489,15 @@ def _absorb_ddp_meta(run_dir: Path, record: dict) -> None:
             record["versions"][into] = meta[key]
     if meta.get("gpu"):
         record["launcher"]["gpu"] = meta["gpu"]
+
+
+def _has_samples(path: Path) -> bool:
+    """Whether the sampler's file holds a sample line (its header lines start with '#')."""
+    try:
+        with path.open("rb") as fh:
+            return any(line.strip() and not line.startswith(b"#") for line in fh)
+    except OSError:
+        return False
 
 
 def insane_captures(workers: list[dict], run_dir: Path) -> list[str]:

@@ -8,9 +8,9 @@ value must stop the run before anything starts, as one line naming the file and 
                   ssh: workdir, known_hosts, ssh_config, control_dir, ips, deadman_margin_s;
                   slurm: hosts = [node names], ips, partition, sbatch_args, allow_loss, queue_timeout_s
     [capture]     interface = "eth1", snaplen = 128, filter = "src host {ip}", buffer_kib = 32768,
-                  method = "tcpdump" | "both" (the NIC counter sampler beside tcpdump, run by
-                  launcher.python: counters_interval = "10ms", counters_rdma = "auto" |
-                  "none" | "DEV[:PORT]"),
+                  method = "tcpdump" | "counters" (the NIC counter sampler instead of tcpdump, run
+                  by launcher.python: counters_interval = "10ms", counters_rdma = "auto" | "none" |
+                  "DEV[:PORT]") | "both" (the sampler beside tcpdump),
                   address_interface (the netdev with the host's address and the training sockets, when
                   it is not the capture interface: capturing RoCE at an RDMA NIC, interface = "mlx5_0")
     [loss]        method = "nftables" (default) | "auto" | "netem" | "none"
@@ -233,11 +233,6 @@ def _check_capture(path: Path, capture: CaptureSettings) -> None:
         parse_interval(capture.counters_interval)
     except SamplerError as err:
         raise ExperimentError(f"{path}: capture.counters_interval: {err}") from None
-    if capture.method == "counters":
-        raise ExperimentError(
-            f'{path}: capture.method: "counters" alone is not run yet (ingest reads a run from its'
-            ' captures); "both" samples the counters beside tcpdump'
-        )
 
 
 def _check_launcher(path: Path, launcher: LauncherSettings, runs: list[RunSpec]) -> None:

@@ -115,7 +115,9 @@ def needs(
     launcher = exp.launcher
     program = commands[0].argv[0] if commands and commands[0].argv else ""
     builtin = launcher.kind == "ddp" and not launcher.program
-    tools = ("tcpdump", *((program,) if program and not builtin else ()))
+    tools = (*(("tcpdump",) if exp.capture.tcpdump else ()), *((program,) if program and not builtin else ()))
+    if not exp.capture.tcpdump:  # counters alone: no tcpdump to open the capture interface
+        interfaces = (interfaces[0], "")
     cuda = launcher.ranks_per_host if builtin and launcher.device == "cuda" else 0
     nccl = builtin and any(s.backend == "nccl" for s in exp.runs)
     sampler = sampler_python if exp.capture.counters else ""

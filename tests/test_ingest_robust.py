@@ -287,7 +287,7 @@ def test_missing_input_and_empty_folder(tmp_path: Path) -> None:
         ingest([tmp_path / "nope", tmp_path / "empty"], tmp_path / "out", jobs=1)
     assert str(err.value) == (
         f"nothing to ingest ({tmp_path / 'nope'}: no such file or directory; {tmp_path / 'empty'}: "
-        f"no capture files in it or in its subfolders); {tmp_path / 'out'} was not touched"
+        f"no capture files or traces (profiler, NCCL Inspector, NIC counters) in it or in its subfolders); {tmp_path / 'out'} was not touched"
     )
     assert err.value.exit_code == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]

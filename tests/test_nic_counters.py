@@ -261,8 +261,8 @@ def sample_run() -> Path:
 
 
 def test_the_capture_method_is_checked_and_a_dry_run_shows_the_sampler(tmp_path: Path) -> None:
-    """method = "both" adds one sampler per host to the plan, as the namespace runs it; a bad interval
-    and "counters" alone (not ingestible yet) are one line before anything starts."""
+    """method = "both" adds one sampler per host to the plan, as the namespace runs it; "counters" alone
+    runs the samplers and no tcpdump; a bad interval or method is one line before anything starts."""
     exp = tmp_path / "e.toml"
     base = TINY.format(out="pcaps", python="python3")
     exp.write_text(base.replace("[capture]", '[capture]\nmethod = "both"\ncounters_interval = "5ms"'))
@@ -273,9 +273,13 @@ def test_the_capture_method_is_checked_and_a_dry_run_shows_the_sampler(tmp_path:
     assert "--interface eth1 --interval 5ms --rdma auto --out" in shown[0]
     assert "worker-0-counters.tsv" in shown[0]
     assert "worker-1-counters.tsv" in shown[1]
+    exp.write_text(base.replace("[capture]", '[capture]\nmethod = "counters"'))
+    res = CliRunner().invoke(app, ["run", str(exp), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert sum("tracecore.runners.counters" in line for line in res.output.splitlines()) == 2 * 2, res.output
+    assert "tcpdump" not in res.output, res.output
     for setting, message in (
         ('method = "both"\ncounters_interval = "fast"', "capture.counters_interval: interval 'fast' is not"),
-        ('method = "counters"', 'capture.method: "counters" alone is not run yet'),
         ('method = "pcap"', "capture.method: 'pcap' is not one of tcpdump, counters, both"),
     ):
         exp.write_text(base.replace("[capture]", f"[capture]\n{setting}"))
@@ -579,3 +583,64 @@ def test_nic_util_and_counter_check_on_the_sample_run_with_a_counter_file(
                 want.append((direction, lo, len(spans), step * len(spans), captured))
     assert check == want
     assert sum(w[4] for w in want if w[0] == "tx") > 1_000_000  # W1 sent in those spans: not vacuous
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_a_counters_only_run_answers_as_its_captured_twin(tmp_path: Path) -> None:
+    """The same training (the built-in DDP workload, 60 logged steps, 2 namespace hosts) run twice:
+    tcpdump beside the sampler, then the sampler alone (no capture file). The counters-only run ingests
+    (workers from run.toml's addresses and the files' `worker-<i>` names), its nic_util moves the same
+    bytes per worker and direction and its data_per_step (from the transmit counters) the same MB per
+    step as the captured twin's (from the packets), each within 1 %."""
+    require_tool("ip")
+    require_tool("tcpdump")
+    text = TINY.format(out=tmp_path / "pcaps-{method}", python=sys.executable)
+    text = text.replace("loss = [0, 1]", "loss = [0]").replace("steps_per_epoch = 3", "steps_per_epoch = 61")
+    text = text.replace('model = ["resnet8w4"]', 'model = ["resnet8"]')
+    answers = {}
+    for method in ("both", "counters"):
+        exp = tmp_path / f"{method}.toml"
+        setting = f'[capture]\nmethod = "{method}"'
+        exp.write_text(text.replace("{method}", method).replace("[capture]", setting))
+        res = CliRunner().invoke(app, ["run", str(exp), "--no-ingest"])
+        assert res.exit_code == 0, res.output
+        (run,) = (tmp_path / f"pcaps-{method}").iterdir()
+        captured = sorted(p.name for p in run.iterdir() if p.suffix in (".pcap", ".tsv"))
+        pcaps = ["worker-0-tcpdump.pcap", "worker-1-tcpdump.pcap"] if method == "both" else []
+        assert captured == sorted(["worker-0-counters.tsv", "worker-1-counters.tsv", *pcaps]), captured
+        summary = ingest([run], tmp_path / f"data-{method}", jobs=1)
+        assert not summary.failed
+        assert not summary.problems, summary.problems
+        con = open_catalog(tmp_path / f"data-{method}")
+        try:
+            answers[method] = (
+                con.execute("SELECT worker, ip, capture, n_files FROM workers ORDER BY worker").fetchall(),
+                con.execute("SELECT capture_mode FROM runs").fetchall(),
+                con.execute(
+                    "SELECT worker, direction, sum(bytes) FROM nic_util(bin_ns := 100000000) GROUP BY ALL"
+                    " ORDER BY ALL"
+                ).fetchall(),
+                con.execute(
+                    "SELECT steps, mb_per_step, bytes_from, payload_bytes FROM data_per_step"
+                ).fetchall(),
+            )
+        finally:
+            con.close()
+    both, alone = answers["both"], answers["counters"]
+    assert alone[0] == [("W1", "192.168.17.50", "worker-0", 0), ("W2", "192.168.17.51", "worker-1", 0)]
+    assert [w[:2] for w in both[0]] == [w[:2] for w in alone[0]]
+    assert (both[1], alone[1]) == ([("sender-only",)], [("none",)])
+    assert (
+        [r[:2] for r in both[2]]
+        == [r[:2] for r in alone[2]]
+        == [("W1", "rx"), ("W1", "tx"), ("W2", "rx"), ("W2", "tx")]
+    )
+    for (worker, direction, twin), (_, _, counted) in zip(both[2], alone[2], strict=True):
+        assert twin > 10e6, (worker, direction, twin)
+        assert counted == pytest.approx(twin, rel=0.01), (worker, direction, counted, twin)
+    ((steps, mb, source, payload),) = both[3]
+    ((steps_alone, mb_alone, source_alone, payload_alone),) = alone[3]
+    assert (steps, source, steps_alone, source_alone, payload_alone) == (60, "packets", 60, "counters", None)
+    assert payload > 0
+    assert mb_alone == pytest.approx(mb, rel=0.01), (mb_alone, mb)

@@ -30,7 +30,7 @@ RUNS = pa.schema(
         ("n_workers", pa.int32()),
         ("path", pa.string()),  # the run folder (or file) it was last ingested from
         ("name_parsed", pa.bool_()),  # false: the folder name did not follow the naming scheme
-        ("capture_mode", pa.string()),  # sender-only | both | mixed | empty
+        ("capture_mode", pa.string()),  # sender-only | both | mixed | empty | none (no capture)
         ("grad_bytes", pa.int64()),  # gradient bytes per step, from run.toml or 4 × n_params; else NULL
         ("n_params", pa.int64()),  # model parameters, from run.toml; NULL if unknown
         ("extra", pa.string()),  # JSON of the other run.toml keys

@@ -106,17 +106,20 @@ def _folders_of_runs(folder: Path) -> list[Path]:
     return holders
 
 
+NO_RUN = "no capture files or traces (profiler, NCCL Inspector, NIC counters) in it or in its subfolders"
+
+
 def _no_captures(path: Path) -> str:
     """Why a folder gave no run: and where its runs are, when they sit deeper than ingest reads."""
     holders = [h for h in _folders_of_runs(path) if h != path]
     if not holders:
-        return "no capture files in it or in its subfolders"
+        return NO_RUN
     levels = {len(h.relative_to(path).parts) + 1 for h in holders}
     where = f"{levels.pop()} levels down" if len(levels) == 1 else "deeper"
     shown = " ".join(str(h) for h in holders[:HINT_SHOWN])
     more = f" (and {len(holders) - HINT_SHOWN} more)" if len(holders) > HINT_SHOWN else ""
     return (
-        f"no capture files in it or in its subfolders, but run folders sit {where}: pass the folders "
+        f"{NO_RUN}, but run folders sit {where}: pass the folders "
         f"that hold them: tracecore ingest {shown}{more}"
     )
 
@@ -228,6 +231,14 @@ def _scan_folder(folder: Path, problems: list[tuple[str, str]]) -> tuple[list[Ca
     return captures, logs
 
 
+def _holds_traces(logs: list[Path]) -> bool:
+    """Whether one of a folder's text files is a trace (`logs.TRACE_TABLES`): such a folder is a run
+    without captures."""
+    from tracecore.logs import TRACE_TABLES, detect_parser
+
+    return any((found := detect_parser(path)) is not None and found.table in TRACE_TABLES for path in logs)
+
+
 def _is_gzip(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:
@@ -302,7 +313,7 @@ def discover(paths: list[Path]) -> Discovery:
             found.runs.append(_make_run(parent, name, [CaptureFile(path, path.name, key, part)], [], False))
         else:
             captures, logs = _scan_folder(path, found.problems)
-            if captures:
+            if captures or _holds_traces(logs):
                 found.runs.append(_make_run(path, path.resolve().name, captures, logs, True))
                 continue
             try:
@@ -323,7 +334,7 @@ def discover(paths: list[Path]) -> Discovery:
                         )
                     continue
                 captures, logs = _scan_folder(sub, found.problems)
-                if captures:
+                if captures or _holds_traces(logs):
                     found.runs.append(_make_run(sub, sub.name, captures, logs, True))
                 elif _holds_runs(sub):
                     found.warnings.append(

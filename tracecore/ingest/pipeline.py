@@ -36,7 +36,13 @@ from tracecore.ingest.fileid import file_id
 from tracecore.ingest.lock import dataset_lock
 from tracecore.ingest.summary import CaptureOutcome, IngestSummary
 from tracecore.ingest.upgrade import add_link_bins, upgrade_parts
-from tracecore.ingest.workers import assign, capture_mode, shared_address_message, shared_addresses
+from tracecore.ingest.workers import (
+    assign,
+    capture_mode,
+    shared_address_message,
+    shared_addresses,
+    without_captures,
+)
 from tracecore.ingest.writer import CaptureResult, CaptureTask
 from tracecore.schema import SCHEMA_VERSION, part_metadata
 
@@ -438,7 +444,10 @@ def _commit(
                 )
             )
             summary.warnings += res.warnings
-        workers, warns = assign(caps, run.meta.worker_ips)
+        if caps:
+            workers, warns = assign(caps, run.meta.worker_ips)
+        else:  # traces or counters alone: workers from the files' names and run.toml
+            workers, warns = without_captures([p.name for p in run.logs], run.meta.worker_ips)
         summary.warnings += [f"{run.name}: {w}" for w in warns]
         shared = shared_addresses(workers)
         if shared and not run.meta.shared_addresses:  # the run keeps its last committed state

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from dataclasses import dataclass, field
 
 RX_SHARE = 0.005  # a capture whose rows are addressed to its own IP above this share has inbound traffic
@@ -33,6 +34,11 @@ class WorkerInfo:
     def receives(self) -> bool:
         own = self.counts.get(self.ip or "", [0, 0])
         return self.packets > 0 and own[1] > RX_SHARE * self.packets
+
+
+def _natural(key: str) -> tuple:
+    """`worker-2` before `worker-10`: runs of digits compare as numbers."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", key))
 
 
 def _ip_order(ip: str | None) -> tuple:
@@ -92,11 +98,31 @@ def assign(captures: list[dict], pinned: dict[str, str]) -> tuple[dict[str, Work
         if not free:
             warnings.append(f"{w.key}: dominant address {w.ip} is also another worker's; pin it in run.toml")
         taken.add(w.ip)
-    ordered = sorted(workers.values(), key=lambda w: (_ip_order(w.ip), w.key))
+    ordered = sorted(workers.values(), key=lambda w: (_ip_order(w.ip), _natural(w.key)))
     ips = {w.ip for w in ordered if w.ip}
     for i, w in enumerate(ordered, 1):
         w.label = f"W{i}"
         w.dup_rows = sum(w.counts.get(ip, [0, 0])[0] for ip in ips - {w.ip})
+    return workers, warnings
+
+
+def without_captures(names: list[str], pinned: dict[str, str]) -> tuple[dict[str, WorkerInfo], list[str]]:
+    """Workers of a run that has no capture: one per `worker-<i>` name among its files (`names`: the
+    counter sampler's `worker-<i>-counters.tsv`, a rank's log) and per worker run.toml pins, keyed by
+    that stem so a pinned `worker-0-tcpdump.pcap` and `worker-0-counters.tsv` are one worker.
+
+    Why: views place a rank's records and a sampler's counters on workers by these names and addresses,
+    as they would with captures."""
+    from tracecore.ingest.discover import worker_key, worker_stem
+
+    rows = []
+    for name in [*names, *pinned]:
+        key = worker_stem(name) or (worker_key(name)[0] if name in pinned else None)
+        if key is not None:
+            rows.append({"capture": key, "file": name, "packets": 0, "bytes": 0, "ip_counts": None})
+    workers, warnings = assign(rows, pinned)
+    for w in workers.values():
+        w.files = []  # workers.n_files counts capture files
     return workers, warnings
 
 
@@ -124,7 +150,10 @@ def shared_address_message(shared: dict[str, list[str]]) -> str:
 
 
 def capture_mode(workers: dict[str, WorkerInfo]) -> str:
-    """sender-only | both | mixed | empty: whether captures also hold inbound packets."""
+    """sender-only | both | mixed | empty | none: whether captures also hold inbound packets (none: the
+    run has no capture file)."""
+    if not any(w.files for w in workers.values()):
+        return "none"
     modes = {w.receives for w in workers.values() if w.packets}
     if not modes:
         return "empty"

@@ -75,6 +75,11 @@ PARSER_MODULES: tuple[str, ...] = (
 # offers the files one level down to these only, so no other log gains rows from a new place.
 NESTED_TABLES = frozenset({"collectives"})
 
+# Tables of the time-stamped event sources (profiler traces, NCCL Inspector and profiler-plugin records,
+# NIC counter samples): a folder holding a file of one of these is a run even without captures, as on an
+# RDMA cluster, where tcpdump sees nothing.
+TRACE_TABLES = frozenset({"collectives", "counters"})
+
 
 @functools.cache
 def parsers() -> tuple[LogParser, ...]:
