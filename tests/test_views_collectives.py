@@ -635,6 +635,10 @@ def test_the_timeline_figure_draws_a_step_of_collectives_above_the_link_load(con
     ]
     assert {r["link"] for r in load} == {"W1→W2", "W2→W1"}
     assert max(r["gbps"] for r in load) > 20
+    # the ranks' collectives in time order, the same spec every time (collective_calls has no order)
+    starts = [(s["t0_ms"], s["t1_ms"]) for s in spans if s["kind"] == "collective"]
+    assert len(starts) == 4
+    assert starts == sorted(starts)
     assert render.to_png(chart, scale=1)[:8] == b"\x89PNG\r\n\x1a\n"
     assert figures.get("collective_timeline").shown_when(con, [MLP])
 

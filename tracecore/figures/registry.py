@@ -224,6 +224,14 @@ def _by_run(table: pa.Table) -> dict[str, list[dict]]:
     return out
 
 
+def _call_order(call: dict) -> tuple:
+    """A collective_calls row's place in a timeline's data. Why: the view has no order, and its rows
+    came in its threads' order, so the report's spec differed from run to run."""
+    numbers = ("start_ns", "end_ns", "rank", "seq", "call_start_ns", "call_end_ns", "bytes")
+    texts = ("comm", "file", "op", "worker", "time_source")
+    return (*((call[k] is not None, call[k] or 0) for k in numbers), *(call[k] or "" for k in texts))
+
+
 def _timeline_block(
     con: duckdb.DuckDBPyConnection,
     run: str,
@@ -240,7 +248,7 @@ def _timeline_block(
     source = next((s for s in SOURCE_ORDER if any(c["source"] == s for c in calls)), None)
     if source is None:
         return None
-    calls = [c for c in calls if c["source"] == source]
+    calls = sorted((c for c in calls if c["source"] == source), key=_call_order)
     seqs = {(c["comm"], c["seq"]) for c in calls}
 
     def ms(t: int) -> float:
