@@ -1057,7 +1057,7 @@ MUTANTS = [
         "preflight.custom_program_unchecked",
         "runners/preflight.py",
         ', *((program,) if program and not builtin else ()))',
-        ')',
+        ',)',
         "a custom launcher's program never looked for: the run fails on the hosts instead",
         ("tests/test_runners_gpu.py::test_preflight_looks_for_a_custom_launchers_program",),
     ),
