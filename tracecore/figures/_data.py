@@ -52,6 +52,12 @@ class _InlineRows(alt.Data):
     def to_dict(self, validate: bool = True, *, ignore: list[str] | None = None, context: Any = None) -> dict:
         return {"values": self._kwds["values"]}
 
+    def __deepcopy__(self, memo: Any = None) -> _InlineRows:
+        """A copy that shares the rows. Why: Altair deep-copies every part of a chart it layers or
+        concatenates (and again in `to_dict`), rows included, value by value; the rows are never
+        changed once inline, so one list serves every copy."""
+        return _InlineRows(values=self._kwds["values"])
+
 
 def inline(values: list[dict[str, Any]]) -> alt.Data:
     """The rows as inline data, not checked row by row as Altair checks every object it builds
