@@ -228,3 +228,23 @@ def test_a_connection_that_told_its_root_answers_views_next(sample_dataset) -> N
         assert query.run_view(con, "flow_counts").num_rows > 0
     finally:
         con.close()
+
+
+def test_run_sql_checks_rows_through_a_projection_of_the_bound_query() -> None:
+    """run_sql refuses a row over ROW_MAX_BYTES through a projection of the query it bound (not the
+    checked text bound again, which cost as much as running `findings`): a closing semicolon and a
+    comment after it, repeated names, parameters and ORDER BY still come out as the query has them."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        got = query.run_sql(con, "SELECT i, 'v' || i AS s FROM range(3) t(i) ORDER BY i DESC; -- last", None)
+        assert got.to_pylist() == [{"i": 2, "s": "v2"}, {"i": 1, "s": "v1"}, {"i": 0, "s": "v0"}]
+        got = query.run_sql(con, "SELECT $n AS a, 'x;' AS a;", {"n": 3})
+        assert got.column_names == ["a", "a"]
+        assert [c.to_pylist() for c in got.columns] == [[3], ["x;"]]
+        huge = f"SELECT 1 AS n, repeat('x', {query.ROW_MAX_BYTES + 1}) AS s;"
+        with pytest.raises(UsageError, match="a result row holds more than 1 MiB of text"):
+            query.run_sql(con, huge)
+    finally:
+        con.close()

@@ -242,11 +242,17 @@ def run_sql(
         statements = duckdb.extract_statements(sql)
         if not unsafe:
             _check_read_only(statements)
-        rel = con.sql(sql, params=values or None)
+        select = [st.type.name for st in statements] == ["SELECT"]
+        # one SELECT without its closing semicolon: a projection of it holds its text
+        rel = con.sql(statement_text(sql) if select else sql, params=values or None)
         varying = False
-        if rel is not None and [st.type.name for st in statements] == ["SELECT"]:
-            checked, varying = bounded_sql(sql, rel)
-            rel = con.sql(checked, params=values or None) if varying else rel
+        if rel is not None and select:
+            columns = bounded_columns(rel)
+            varying = columns is not None
+            # a projection of the bound relation, not the checked text bound anew: why: binding a view
+            # as large as `findings` costs as much as running it, and DuckDB 2 binds a projection's
+            # step alone (bench/results/report-gpu-corpus.md)
+            rel = rel.project(", ".join(columns)) if columns is not None else rel
     except duckdb.Error as err:
         raise _query_error(con, err) from err
     if rel is None:
@@ -277,18 +283,26 @@ def bounded_sql(sql: str, rel: duckdb.DuckDBPyRelation) -> tuple[str, bool]:
     Why inside DuckDB: a received view returning 100 rows of 100 MB (one constant, cheap for DuckDB)
     drove `tracecore sql` to 23.8 GB, as every row was copied out of it; the check refuses the first
     such row before any leaves DuckDB. Columns are referred to by position, so repeated names work."""
+    columns = bounded_columns(rel)
+    if columns is None:
+        return sql, False
+    return f"SELECT {', '.join(columns)} FROM (\n{statement_text(sql)}\n)", True
+
+
+def bounded_columns(rel: duckdb.DuckDBPyRelation) -> list[str] | None:
+    """The select list of `bounded_sql` over the bound `rel` (its columns by position, the first one
+    refusing a row over ROW_MAX_BYTES), or None when its rows do not vary in size."""
     sizes = [_size_sql(f"#{i}", str(t)) for i, t in enumerate(rel.types, 1)]
     sizes = [f"coalesce({size}, 0)" for size in sizes if size is not None]
     if not sizes:
-        return sql, False
+        return None
     too_big = (
         f"tracecore: a result row holds more than {ROW_MAX_BYTES >> 20} MiB of text (ROW_MAX_BYTES); "
         "select less of its long columns (left(column, 1000)), or fewer rows"
     )
     names = [_quoted(name) for name in rel.columns]
     first = f"CASE WHEN {' + '.join(sizes)} > {ROW_MAX_BYTES} THEN error({_lit(too_big)}) ELSE #1 END"
-    columns = [f"{first} AS {names[0]}", *(f"#{i} AS {name}" for i, name in enumerate(names[1:], 2))]
-    return f"SELECT {', '.join(columns)} FROM (\n{statement_text(sql)}\n)", True
+    return [f"{first} AS {names[0]}", *(f"#{i} AS {name}" for i, name in enumerate(names[1:], 2))]
 
 
 def _size_sql(ref: str, kind: str) -> str | None:
