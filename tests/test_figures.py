@@ -151,6 +151,42 @@ def test_spec_is_the_dict_altairs_own_check_gives_and_still_refuses_a_broken_cha
         render.spec(broken.encode(x="x:Q"))
 
 
+def test_a_spec_is_checked_once_per_cache_and_a_failed_one_never_counts(tmp_path, monkeypatch) -> None:
+    """render.spec checks a spec against Vega-Lite's schema once: a report drawn again from the same
+    data skips the check (a tenth of its CPU); what failed the check is never recorded as passed."""
+    import altair as alt
+    from altair.utils.schemapi import SchemaValidationError, debug_mode
+
+    from tracecore.figures import checked_specs
+
+    monkeypatch.setenv("TRACECORE_CACHE_DIR", str(tmp_path / "cache"))
+    with debug_mode(False):
+        good = alt.Chart(_data.inline([{"x": 1}, {"x": 2}])).mark_line().encode(x=alt.X("x:Q"))
+        broken = good.mark_line(interpolate="sideways")
+    with pytest.raises(SchemaValidationError, match="'sideways' is an invalid value"):
+        render.spec(broken)
+    assert render.spec(good) == good.to_dict()
+    (kept,) = (tmp_path / "cache").glob("checked-specs-*.txt")
+    good_key = checked_specs.key(type(good), render._first_rows(good.to_dict()))
+    assert kept.read_text().splitlines() == [good_key]
+    # a key recorded as passed is not checked again: the broken spec's, recorded by hand, passes
+    cut = render._first_rows(broken.to_dict(validate=False))
+    checked_specs.remember(checked_specs.key(type(broken), cut))
+    assert render.spec(broken)["mark"]["interpolate"] == "sideways"
+    monkeypatch.setenv("TRACECORE_CACHE_DIR", "")  # no cache: every spec is checked
+    with pytest.raises(SchemaValidationError):
+        render.spec(broken)
+    # a file grown to twice KEPT keys (and a torn line) is cut to its last KEPT on reading
+    monkeypatch.setenv("TRACECORE_CACHE_DIR", str(tmp_path / "long"))
+    keys = [f"{i:064x}" for i in range(2 * checked_specs.KEPT + 1)]
+    long = tmp_path / "long" / kept.name
+    long.parent.mkdir()
+    long.write_text("".join(f"{k}\n" for k in keys) + "0123")
+    assert checked_specs.checked(keys[-1])
+    assert not checked_specs.checked(keys[0])
+    assert long.read_text().splitlines() == keys[-checked_specs.KEPT :]
+
+
 def test_inline_rows_are_shared_by_the_copies_altair_makes() -> None:
     """Altair deep-copies each chart it layers or concatenates, and again to write its spec: the
     rows went with it, value by value (a tenth of a report's CPU); the copies now share one list."""

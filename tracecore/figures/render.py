@@ -33,15 +33,22 @@ def spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     """The Vega-Lite spec, data inline, checked against Vega-Lite's schema with each dataset cut to one row.
 
     Why cut: the schema takes any rows, and Altair's check of every row cost seconds per report.
+    A spec that passed before is not checked again (`checked_specs`).
     """
     import jsonschema
     from altair.utils.schemapi import SchemaValidationError
 
+    from tracecore.figures import checked_specs
+
     full = chart.to_dict(validate=False)
-    try:
-        type(chart).validate(_first_rows(full))
-    except jsonschema.ValidationError as err:
-        raise SchemaValidationError(chart, err) from None  # the message Altair's own check gives
+    cut = _first_rows(full)
+    key = checked_specs.key(type(chart), cut)
+    if not checked_specs.checked(key):
+        try:
+            type(chart).validate(cut)
+        except jsonschema.ValidationError as err:
+            raise SchemaValidationError(chart, err) from None  # the message Altair's own check gives
+        checked_specs.remember(key)
     return full
 
 
