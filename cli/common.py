@@ -6,6 +6,7 @@ Kept free of heavy imports (no pyarrow, duckdb, numba) so `tracecore --help` is 
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 import sys
 from collections.abc import Callable
@@ -48,10 +49,12 @@ def boundary(func: F) -> F:
 class PlainUsage(TyperCommand):
     """A usage line as people write one (`tracecore read [OPTIONS] FILE`): Typer writes a required
     argument as `{file}` and an optional one as `[file]`; every command is registered with this class.
-    Its parameters coerce plain values without pydantic (`cli/coerce.py`)."""
+    Its parameters coerce plain values without pydantic (`cli/coerce.py`), and its help's paragraphs
+    read as paragraphs (`paragraphs`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.help = paragraphs(self.help)
         for param in self.params:  # the Arguments panel and "Missing argument 'FILE'" too
             if isinstance(param, TyperArgument) and param.metavar is None and param.name:
                 param.metavar = param.name.upper()
@@ -68,6 +71,22 @@ class PlainGroup(TyperGroup):
 
     def get_params(self, ctx: Any) -> list[Any]:
         return use_plain_coercion(super().get_params(ctx))  # the completion options come after __init__
+
+
+def paragraphs(text: str | None) -> str | None:
+    """A docstring's paragraphs with the line breaks inside each made spaces, save those of a paragraph
+    that starts with \\b (examples). Why: Typer's Rich help keeps every line break after the first
+    paragraph, so a docstring wrapped at the source's line length printed its lines cut mid-sentence
+    ("frame length and" / "tshark's Info (…)") at any other width."""
+    if not text:
+        return text
+    kept = []
+    for paragraph in inspect.cleandoc(text).split("\n\n"):
+        if paragraph.startswith("\b"):
+            kept.append(paragraph)
+        else:
+            kept.append(" ".join(line.strip() for line in paragraph.splitlines()))
+    return "\n\n".join(kept)
 
 
 _ARGUMENT = re.compile(r"^(?:\{([A-Za-z_]+)\}|\[([A-Za-z_]+)\])(\.\.\.)?$")

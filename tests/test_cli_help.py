@@ -3,6 +3,7 @@ completion (issue 13 item 5)."""
 
 from __future__ import annotations
 
+import inspect
 import re
 import shlex
 import shutil
@@ -239,6 +240,23 @@ def test_brackets_in_help_survive_rich_markup(path: tuple[str, ...]) -> None:
         text = re.sub(r"\s+", " ", getattr(param, "help", None) or "").replace("\\[", "[")
         if "[" in text and param.param_type_name == "option":
             assert text in rows[param.opts[0]], (param.opts[0], rows[param.opts[0]])
+
+
+@pytest.mark.parametrize("path", [p for p, _ in ALL], ids=lambda p: " ".join(p) or "tracecore")
+def test_help_prints_paragraphs_not_source_lines(path: tuple[str, ...]) -> None:
+    """A docstring's paragraph, wrapped at the source's line length, prints as one paragraph that the
+    terminal wraps: Typer's Rich help kept its line breaks, so `read --help` said "…, frame length and"
+    and went on with "tshark's Info (…)" on the next line at any width (issue 34, item 7)."""
+    lines = [line.strip() for line in help_of(path).splitlines()]
+    callback = dict(ALL)[path].callback
+    for paragraph in (inspect.getdoc(callback) or "" if callback else "").split("\n\n")[1:]:
+        if paragraph.startswith("\b"):  # examples: their lines stay as written
+            continue
+        text = " ".join(paragraph.split())
+        start = next(i for i, line in enumerate(lines) if line and text.startswith(line))
+        block = lines[start : lines.index("", start)]
+        assert " ".join(block) == text
+        assert all(len(line) > 200 for line in block[:-1]), block  # 250 columns: cut where full only
 
 
 def test_scheduler_help_names_the_dask_extra() -> None:
