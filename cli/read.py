@@ -36,7 +36,8 @@ def read(
     """Read a capture and print its packets, tshark style, or export them.
 
     Each line: number, seconds since the first, source → destination, protocol, frame length and
-    tshark's Info (TCP: ports, flags, Seq, Ack, Win, Len; UDP: ports, Len; RoCE: operation, QP, PSN).
+    tshark's Info (TCP: ports, flags, Seq, Ack, Win, Len; UDP: ports, Len; ARP: who has, is at; ICMP
+    and ICMPv6: type, code, id, seq, the request a reply answers; RoCE: operation, QP, PSN).
     Seq and Ack are relative, as tshark shows them by default (to the first sequence number of each
     direction); --format csv has the raw tcp_seq and tcp_ack. In a terminal each line is cut to its
     width with …; piped or written, lines stay whole.
@@ -49,12 +50,14 @@ def read(
     """
     from tracecore.cli.fit import terminal_width
     from tracecore.reader import CaptureReader
+    from tracecore.reader.frames import FrameTap
     from tracecore.reader.listing import packet_lines
     from tracecore.schema import PACKET_SCHEMA
     from tracecore.terminal import safe
 
     check_destination(fmt, out, limit)
-    reader = CaptureReader(file, batch_rows=1 << 16)
+    frames = FrameTap() if fmt is Format.table else None  # the frames of ARP and ICMP packets, for their Info
+    reader = CaptureReader(file, batch_rows=1 << 16, frames=frames)
     try:
         batches = _limited(reader.batches(), limit)
         first = next(batches, None)  # a file that is no capture fails here, before any output
@@ -63,7 +66,7 @@ def read(
             write_batches(PACKET_SCHEMA, batches, fmt, out)
         else:
             with sink(out) as text:
-                for line in packet_lines(batches, terminal_width(out)):
+                for line in packet_lines(batches, terminal_width(out), frames):
                     text.write(line + "\n")
     finally:
         for warning in reader.warnings:

@@ -20,6 +20,7 @@ from tracecore.errors import CaptureError, NotACaptureError, UsageError
 from tracecore.reader import abi, formats
 from tracecore.reader.batch import AddressTable, Columns, ColumnsPool
 from tracecore.reader.compiled import kernels
+from tracecore.reader.frames import FrameTap
 from tracecore.reader.linktypes import DECODED, describe
 from tracecore.reader.source import Window
 
@@ -75,6 +76,8 @@ class CaptureReader:
     ingest writer needs them: order across batches is the caller's (`tracecore.ingest.writer.TimeOrder`).
     `count_addresses` fills `stats.address_rows` (the kernel counts as it interns; off by default, so
     a plain read keeps no per-address state, whose size grows with the capture's distinct addresses).
+    `frames`: a `FrameTap` given each packet record of a batch before the batch is yielded, in file
+    order (so not with `sort_batches`); `tracecore read` takes an ARP or ICMP packet's Info from it.
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class CaptureReader:
         vxlan_ports: Iterable[int] = abi.DEFAULT_VXLAN_PORTS,
         sort_batches: bool = False,
         count_addresses: bool = False,
+        frames: FrameTap | None = None,
     ):
         if batch_rows < 1:
             raise UsageError(f"batch_rows must be at least 1, not {batch_rows}")
@@ -98,6 +102,9 @@ class CaptureReader:
         self.vxlan_ports = np.array(ports, dtype=np.int64)
         self.sort_batches = sort_batches
         self.count_addresses = count_addresses
+        if frames is not None and sort_batches:
+            raise UsageError("frames come in file order: they cannot go with sort_batches")
+        self.frames = frames
         self.warnings: list[str] = []
         self.stats = ReaderStats()
 
@@ -107,6 +114,8 @@ class CaptureReader:
     def batches(self) -> Iterator[pa.RecordBatch]:
         self.warnings.clear()
         self.stats = ReaderStats()
+        if self.frames is not None:
+            self.frames.clear()
         win = _open(self.path)
         try:
             if win.kind:
@@ -131,15 +140,19 @@ class CaptureReader:
 
     # -- shared loop -------------------------------------------------------------------------
 
-    def _loop(self, win: Window, pos: int, call, meta=None) -> Iterator[pa.RecordBatch]:
-        """Run a kernel to the end of the file, yielding full batches and handling refills."""
+    def _loop(self, win: Window, pos: int, call, meta=None, tap=None) -> Iterator[pa.RecordBatch]:
+        """Run a kernel to the end of the file, yielding full batches and handling refills; `tap` is
+        given the bytes of the records each kernel call consumed (`FrameTap`)."""
         rows = self.batch_rows
         table = AddressTable(rows)
         pool = ColumnsPool(rows)
         cols = pool.take()
         st = np.zeros(abi.NSTATE, dtype=np.int64)
         while True:
+            start = pos
             status, pos = call(win.buf, pos, rows, table, cols, st)
+            if tap is not None and pos > start:
+                tap(win.buf, start, pos)
             if status == abi.ST_FULL:
                 yield self._flush(cols, table, st)
                 cols = pool.take()
@@ -276,7 +289,14 @@ class CaptureReader:
                 self.vxlan_ports, *cols.kernel_args(), *table.kernel_args(), st,
             )  # fmt: skip
 
-        yield from self._loop(win, 24, call)
+        tap = None
+        if self.frames is not None:
+            frames = self.frames
+
+            def tap(buf, start, stop):
+                frames.pcap(buf, start, stop, hdr.order, hdr.lengths_swapped, hdr.link_type)
+
+        yield from self._loop(win, 24, call, tap=tap)
 
     # -- pcapng ------------------------------------------------------------------------------
 
@@ -293,7 +313,14 @@ class CaptureReader:
         def meta(win: Window, pos: int) -> int | None:
             return self._meta(win, pos, sec)
 
-        yield from self._loop(win, 0, call, meta)
+        tap = None
+        if self.frames is not None:
+            frames = self.frames
+
+            def tap(buf, start, stop):
+                frames.pcapng(buf, start, stop, sec.order, sec.ifaces)
+
+        yield from self._loop(win, 0, call, meta, tap)
 
     def _meta(self, win: Window, pos: int, sec: _Section) -> int | None:
         """Parse the SHB or IDB at `pos`; None when it is not wholly in the buffer yet."""

@@ -1,4 +1,5 @@
-"""`tracecore read`'s packet list: one tshark-like line per packet, with tshark's Info for TCP and UDP.
+"""`tracecore read`'s packet list: one tshark-like line per packet, with tshark's Info for TCP, UDP,
+ARP, ICMP and ICMPv6.
 
 Why here and not in the CLI: the Info of a TCP packet needs state across packets (tshark's relative
 sequence numbers count from each direction's first sequence number; its window is scaled by the
@@ -10,7 +11,8 @@ before the first segment's; the other direction's from the first Ack when its ow
 seen yet), a new SYN with another sequence number starting the connection over; the window scaled
 when the direction's SYN offered a scale and the other side's SYN did not refuse it. The raw numbers
 are the `tcp_seq` and `tcp_ack` columns (`--format csv`). tshark's own additions (TCP options other
-than WS, analysis flags, application protocols) are not repeated.
+than WS, analysis flags, application protocols) are not repeated. ARP, ICMP and ICMPv6 packets get
+theirs from their frame bytes when the reader was given a `FrameTap` (`arp_icmp.py`).
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tracecore.reader.arp_icmp import ArpIcmpInfo
 from tracecore.reader.names import protocol, summary
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from tracecore.reader.frames import Frame, FrameTap
 
 PROTOCOLS = {
     1: "ICMP",
@@ -41,7 +46,8 @@ TCP_FLAGS = ("FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR", "NS")
 SYN, ACK = 0x02, 0x10
 TCP_COLUMNS = ("src_ip", "src_port", "dst_ip", "dst_port", "tcp_flags", "tcp_seq", "tcp_ack", "tcp_window")
 TCP_COLUMNS += ("tcp_window_scale", "l4_payload_len", "ip_fragment")
-LISTED = ("ts_ns", "frame_len", "link_type", "ip_proto", *TCP_COLUMNS, "rdma_opcode", "tunnel")
+LISTED = ("ts_ns", "frame_len", "link_type", "ip_version", "ip_proto", *TCP_COLUMNS, "rdma_opcode", "tunnel")
+ICMP_PROTOCOLS = (1, 58)  # ICMP, ICMPv6: Info from the frame
 MASK32 = 0xFFFFFFFF
 MAX_SHIFT = 14  # RFC 7323: a larger window scale shift is taken as 14 (tshark does the same)
 NO_SCALE = -1  # a direction whose SYN (or the other side's) offered no window scale
@@ -155,6 +161,23 @@ def _protocol_name(proto: int | None, link: int) -> str:
     return f"link {link}" if proto is None else PROTOCOLS.get(proto, str(proto))
 
 
+def _arp_icmp(
+    control: ArpIcmpInfo, number: int, frame: Frame | None, cols: dict, i: int
+) -> tuple[str, str] | None:
+    """(protocol, Info) of an ARP, ICMP or ICMPv6 packet from its frame; None for other packets, and
+    when the frame is not the row's (the reader's records and rows disagree: never expected)."""
+    if frame is None or frame.orig_len != cols["frame_len"][i]:
+        return None
+    proto = cols["ip_proto"][i]
+    if proto is None:
+        return control.arp(number, frame.captured(), frame.orig_len, frame.link_type)
+    src, dst = cols["src_ip"][i], cols["dst_ip"][i]
+    if src is None or dst is None:
+        return None
+    info = control.icmp(number, frame.captured(), frame.orig_len, cols["ip_version"][i], src, dst, proto)
+    return None if info is None else (PROTOCOLS[proto], info)
+
+
 def fitted(line: str, width: int | None) -> str:
     """`line` cut to `width` characters with '…' as the last (None: whole)."""
     if width is None or len(line) <= width:
@@ -162,10 +185,14 @@ def fitted(line: str, width: int | None) -> str:
     return line[: max(width - 1, 0)] + "…"
 
 
-def packet_lines(batches: Iterable[pa.RecordBatch], width: int | None = None) -> Iterator[str]:
+def packet_lines(
+    batches: Iterable[pa.RecordBatch], width: int | None = None, frames: FrameTap | None = None
+) -> Iterator[str]:
     """The header, then one line per packet: number, seconds since the first packet, source →
-    destination, protocol, frame length and Info; each cut to `width` with '…' when given."""
+    destination, protocol, frame length and Info; each cut to `width` with '…' when given. `frames`:
+    the tap the batches' reader fills, for the Info of ARP and ICMP packets (without it, none)."""
     tcp = TcpState()
+    control = ArpIcmpInfo()
     number = 0
     first_ts: int | None = None
     layout: Layout | None = None
@@ -179,6 +206,7 @@ def packet_lines(batches: Iterable[pa.RecordBatch], width: int | None = None) ->
             layout = _layout(cols, first_ts)
             yield fitted(layout.header(), width)
         tcp_cols = [(key, cols[key]) for key in TCP_COLUMNS]
+        records = frames.take(batch.num_rows) if frames is not None else None
         for i in range(batch.num_rows):
             number += 1
             proto, sport = cols["ip_proto"][i], cols["src_port"][i]
@@ -191,6 +219,10 @@ def packet_lines(batches: Iterable[pa.RecordBatch], width: int | None = None) ->
             elif proto == 17 and sport is not None:
                 info = f"{sport} → {cols['dst_port'][i]} Len={cols['l4_payload_len'][i]}"
                 info += f" {FRAGMENT}" if cols["ip_fragment"][i] else ""
+            elif records is not None and (proto is None or proto in ICMP_PROTOCOLS):
+                name, info = _arp_icmp(control, number, records[i], cols, i) or (name, info)
+                if cols["ip_fragment"][i]:  # a first fragment has the ICMP header (tshark reads it)
+                    info = f"{info} {FRAGMENT}" if info else FRAGMENT
             elif cols["ip_fragment"][i]:
                 info = FRAGMENT
             seconds = (cols["ts_ns"][i] - first_ts) / 1e9
