@@ -187,6 +187,33 @@ def test_a_spec_is_checked_once_per_cache_and_a_failed_one_never_counts(tmp_path
     assert long.read_text().splitlines() == keys[-checked_specs.KEPT :]
 
 
+def test_rows_are_json_safe_in_every_column_type() -> None:
+    """_data.rows converts only the columns json_value may change (it cost more than the rows when
+    called on every value): the result is json_rows' of every value, column type by column type."""
+    from decimal import Decimal
+
+    from tracecore.json_values import json_rows
+
+    table = pa.table(
+        {
+            "i": pa.array([1, None], pa.int64()),
+            "s": pa.array(["a", None]).dictionary_encode(),
+            "b": pa.array([True, None]),
+            "t": pa.array([1, None], pa.timestamp("ns", tz="UTC")),
+            "f": pa.array([float("nan"), float("inf")]),
+            "d": pa.array([Decimal("2"), Decimal("2.5")], pa.decimal128(4, 1)),
+            "x": pa.array([b"\xff\x00", None]),
+            "l": pa.array([[1.0, float("nan")], None]),
+            "m": pa.array([pa.MonthDayNano([1, 2, 3]), None], pa.month_day_nano_interval()),
+        }
+    )
+    got = _data.rows(table)
+    assert got == json_rows(table.to_pylist())
+    assert [r["f"] for r in got] == [None, None]
+    assert (got[0]["d"], got[0]["x"], got[0]["l"]) == (2, "ff00", [1.0, None])
+    assert got[0]["m"] == "1 month 2 days 00:00:00.000000003"
+
+
 def test_inline_rows_are_shared_by_the_copies_altair_makes() -> None:
     """Altair deep-copies each chart it layers or concatenates, and again to write its spec: the
     rows went with it, value by value (a tenth of a report's CPU); the copies now share one list."""

@@ -13,7 +13,7 @@ from typing import Any
 import altair as alt
 import pyarrow as pa
 
-from tracecore.json_values import json_rows
+from tracecore.json_values import json_rows, json_value
 
 WIDTH = 520
 HEIGHT = 300
@@ -40,7 +40,25 @@ def rows(table: Any, columns: list[str] | None = None) -> list[dict[str, Any]]:
     table = as_arrow(table)
     if columns is not None:
         table = table.select(columns)
-    return json_rows(table.to_pylist())
+    out = table.to_pylist()
+    # only the columns whose values json_value may change: it leaves the others as they are, and
+    # called on every value it cost more than the rows themselves
+    changed = [f.name for f in table.schema if not _json_as_is(f.type)]
+    for row in out if changed else ():
+        for name in changed:
+            row[name] = json_value(row[name])
+    return out
+
+
+def _json_as_is(kind: pa.DataType) -> bool:
+    """Whether every value of an Arrow type comes out of `to_pylist` as `json_value` leaves it."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    t = pa.types
+    return any(
+        check(kind)
+        for check in (t.is_integer, t.is_boolean, t.is_string, t.is_large_string, t.is_null, t.is_temporal)
+    ) and not t.is_interval(kind)
 
 
 class _InlineRows(alt.Data):
