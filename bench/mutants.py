@@ -79,6 +79,7 @@ COUNTER_TESTS = ("tests/test_nic_counters.py",)
 SAMPLE_COUNTERS_TEST = (
     "tests/test_nic_counters.py::test_nic_util_and_counter_check_on_the_sample_run_with_a_counter_file"
 )
+COLLECTIVE_NIC_TEST = "tests/test_nic_counters.py::test_collective_nic_on_a_gpu_run_given_counter_files"
 SHARED_QP_TEST = (
     "tests/test_views_rdma.py::test_a_flow_is_told_apart_by_its_receiver_when_receivers_share_a_qp_number"
 )
@@ -536,6 +537,16 @@ MUTANTS = [
         "a sample's whole delta in every bin its span touches",
         COUNTER_TESTS,
         ci=(SAMPLE_COUNTERS_TEST,),
+    ),
+    Mutant(
+        "collective_nic.touching_collectives_apart",
+        "queries/collective_nic.sql",
+        "CASE WHEN k0 > max(k1) OVER",
+        "CASE WHEN k0 >= max(k1) OVER",
+        "collectives that share their first sample with the previous one's last start a group of their own"
+        " (the sample's bytes counted in both groups)",
+        COUNTER_TESTS,
+        ci=(COLLECTIVE_NIC_TEST,),
     ),
     Mutant(
         "counter_check.directions_swapped",
@@ -1056,8 +1067,8 @@ MUTANTS = [
     Mutant(
         "preflight.custom_program_unchecked",
         "runners/preflight.py",
-        ', *((program,) if program and not builtin else ()))',
-        ',)',
+        ", *((program,) if program and not builtin else ()))",
+        ",)",
         "a custom launcher's program never looked for: the run fails on the hosts instead",
         ("tests/test_runners_gpu.py::test_preflight_looks_for_a_custom_launchers_program",),
     ),

@@ -213,7 +213,7 @@ def parse_experiment(path: Path, doc: dict, only: str | None = None, max_runs: i
     if sections["backend"].kind != "netns" and not sections["backend"].hosts:
         raise ExperimentError(f"{path}: backend.hosts: the {sections['backend'].kind} backend needs hosts")
     _check_launcher(path, sections["launcher"], runs)
-    _check_capture(path, sections["capture"])
+    _check_capture(path, sections["capture"], sections["backend"].kind)
     return Experiment(
         path,
         sections["experiment"],
@@ -225,14 +225,20 @@ def parse_experiment(path: Path, doc: dict, only: str | None = None, max_runs: i
     )
 
 
-def _check_capture(path: Path, capture: CaptureSettings) -> None:
-    """The counter sampler's settings, checked as the sampler will check them."""
+def _check_capture(path: Path, capture: CaptureSettings, backend: str) -> None:
+    """The counter sampler's settings, checked as the sampler will check them; the Slurm batch script
+    is built around its capture steps, so it samples counters beside tcpdump only."""
     from tracecore.runners.counters import SamplerError, parse_interval
 
     try:
         parse_interval(capture.counters_interval)
     except SamplerError as err:
         raise ExperimentError(f"{path}: capture.counters_interval: {err}") from None
+    if capture.method == "counters" and backend == "slurm":
+        raise ExperimentError(
+            f'{path}: capture.method: "counters" alone is not run on Slurm (its batch script is built'
+            ' around the capture steps); "both" samples the counters beside tcpdump there'
+        )
 
 
 def _check_launcher(path: Path, launcher: LauncherSettings, runs: list[RunSpec]) -> None:
