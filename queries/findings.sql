@@ -45,7 +45,7 @@
 --   topology           nccl_topology's verdict false, or logs not paired with their worker's capture
 --   clock              collective_clock_check failures: the sources' times cannot be trusted
 --   missing capture    fewer workers captured than the run name says, ranks without a worker, or a
---                      worker whose capture holds no packets
+--                      worker whose capture holds no packets (a run without captures has no such finding)
 --   unexplained bytes  note: collective_coverage's matched share below coverage_min on a link
 --   loss               train_duration: a lossy run's training time over its 0 %-loss baseline's: cost
 --                      the difference; listed when ≥ 1 + min_share × the baseline
@@ -367,7 +367,7 @@ missing AS (
            printf('%s''s capture %s holds no packets: its links are not seen', w.worker, w.capture),
            'tracecore query run_summary --run ' || c.q
     FROM workers AS w JOIN chosen AS c USING (run)
-    WHERE w.packets = 0
+    WHERE w.packets = 0 AND w.n_files > 0  -- a run without captures (traces or counters alone) is not missing one
 ),
 unexplained AS (
     SELECT u.run, 'note' AS severity, 'unexplained bytes' AS finding, u.src_worker || '→' || u.dst_worker AS subject,

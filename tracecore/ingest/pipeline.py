@@ -39,6 +39,7 @@ from tracecore.ingest.upgrade import add_link_bins, upgrade_parts
 from tracecore.ingest.workers import (
     assign,
     capture_mode,
+    from_nccl_logs,
     shared_address_message,
     shared_addresses,
     without_captures,
@@ -444,10 +445,15 @@ def _commit(
                 )
             )
             summary.warnings += res.warnings
+        logs_parsed = False
         if caps:
             workers, warns = assign(caps, run.meta.worker_ips)
-        else:  # traces or counters alone: workers from the files' names and run.toml
+        else:  # traces or counters alone: workers from the files' names and run.toml, else NCCL's logs
             workers, warns = without_captures([p.name for p in run.logs], run.meta.worker_ips)
+            if not workers:
+                _parse_logs(run, new_tables, extra, summary, {})
+                logs_parsed = True
+                workers = from_nccl_logs(_logged_addresses(extra.get("nccl_ranks", []), run.name))
         summary.warnings += [f"{run.name}: {w}" for w in warns]
         shared = shared_addresses(workers)
         if shared and not run.meta.shared_addresses:  # the run keeps its last committed state
@@ -521,7 +527,8 @@ def _commit(
                 "capture_mode": capture_mode(workers),
             }
         )
-        _parse_logs(run, new_tables, extra, summary, {w.key: w.label for w in workers.values()})
+        if not logs_parsed:
+            _parse_logs(run, new_tables, extra, summary, {w.key: w.label for w in workers.values()})
     for name, rows in new_tables.items():
         state.replace_runs(name, touched, rows)
     state.replace_runs("_link_bins", touched, link_bins.concat(run_bins))
@@ -623,6 +630,16 @@ def _parse_logs(
                 tables[name] += table.to_pylist()
             else:
                 extra.setdefault(name, []).append(table)
+
+
+def _logged_addresses(tables: list, run: str) -> list[list[str]]:
+    """The `addresses` lists of the run's rows of table nccl_ranks (as parsed, before the commit)."""
+    return [
+        row["addresses"] or []
+        for table in tables
+        for row in table.select(["run", "addresses"]).to_pylist()
+        if row["run"] == run
+    ]
 
 
 def _concat(tables: list) -> object:

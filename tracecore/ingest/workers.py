@@ -126,6 +126,20 @@ def without_captures(names: list[str], pinned: dict[str, str]) -> tuple[dict[str
     return workers, warnings
 
 
+def from_nccl_logs(addresses: list[list[str]]) -> dict[str, WorkerInfo]:
+    """Workers of a run with neither captures nor `worker-<i>` names nor pins: one per address its NCCL
+    logs name first for a process (the RoCE GID, else the NET/Socket device, else the bootstrap
+    interface), so ranks on one host share a worker; keyed and labelled by that address.
+
+    Why: NCCL's log is what a traces-only run says of where each rank ran; `nccl_rank_workers` then
+    pairs every rank with the worker of its address, as it would with captures."""
+    found = sorted({a[0] for a in addresses if a}, key=_ip_order)
+    workers = {}
+    for i, ip in enumerate(found, 1):
+        workers[ip] = WorkerInfo(ip, [], ip=ip, ip_source="nccl log", label=f"W{i}", claimed=ip)
+    return workers
+
+
 def shared_addresses(workers: dict[str, WorkerInfo]) -> dict[str, list[str]]:
     """Addresses that more than one worker claims as its own (pinned or dominant) → their capture keys.
 
