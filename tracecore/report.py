@@ -22,7 +22,7 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING, Any
 
-from tracecore.report_findings import SHARED, Leading, findings_section
+from tracecore.report_findings import Leading, findings_section
 from tracecore.report_tables import GPU_TABLES, RUN_COLUMNS, TABLES, Table, html_table, table_rows
 from tracecore.version import __version__
 
@@ -74,10 +74,9 @@ SECTIONS = (  # the report's order
 
 # Sections above the figures, in order, each built by a function of (catalog, runs, short run labels)
 # that returns a `Leading`, or None when it has nothing to say for these runs: the findings of
-# `tracecore explain` first. LEADING_READS: the views they read whole, started before anything else.
+# `tracecore explain` first.
 Builds = Callable[["duckdb.DuckDBPyConnection", Runs, dict[str, str]], "Leading | None"]
 LEADING: list[Builds] = [findings_section]
-LEADING_READS = tuple(SHARED.values())
 
 
 def write_report(
@@ -126,19 +125,12 @@ def _page(con: duckdb.DuckDBPyConnection, runs: Runs, source: str, progress: Pro
     tables = {section.id: [t for t in section.tables if _shown(t, con, runs)] for section in SECTIONS}
     results: dict[str, Any] = {}
     with _Builder(con) as builder:
-        # the views the leading sections read first (the page waits for them), then the tables' views:
-        # they need no Altair, which this thread imports meanwhile; each view read once, a table of a
-        # view read whole taking that read
-        reads = [*LEADING_READS, *(v for s in SECTIONS if tables[s.id] for v in s.reads)]
-        for view in dict.fromkeys(reads):
-            builder.submit(f"read-{view}", _table_job(view, runs, params=False))
-        table_jobs: dict[str, str] = {}  # a table's view → the job that reads it
-        for table in (t for section in SECTIONS for t in tables[section.id]):
-            key = f"read-{table.view}"
-            if key not in builder.pending or _figure_params(table.view):
-                key = f"table-{table.view}"
-                builder.submit(key, _table_job(table.view, runs))
-            table_jobs[table.view] = key
+        # the tables' views first: they need no Altair, which this thread imports meanwhile
+        for section in SECTIONS:
+            for view in section.reads if tables[section.id] else ():
+                builder.submit(f"read-{view}", _table_job(view, runs, params=False))
+            for table in tables[section.id]:
+                builder.submit(f"table-{table.view}", _table_job(table.view, runs))
         from tracecore import figures
 
         shown = [
@@ -152,19 +144,19 @@ def _page(con: duckdb.DuckDBPyConnection, runs: Runs, source: str, progress: Pro
         layout = [part for part in layout if part[1] or part[2]]
         for fig in (f for _, figs, _ in layout for f in figs):
             builder.submit(fig.name, _figure_job(fig.name, runs))
-        order = [  # (result, its job, what progress calls it), in the page's order
+        order = [  # (job, what progress calls it), in the page's order
             step
             for _, figs, shown_tables in layout
             for step in (
-                *((f.name, f.name, f.name) for f in figs),
-                *((f"table-{t.view}", table_jobs[t.view], t.view) for t in shown_tables),
+                *((f.name, f.name) for f in figs),
+                *((f"table-{t.view}", t.view) for t in shown_tables),
             )
         ]
         leading = [part for part in (make(con, runs, labels) for make in LEADING) if part is not None]
-        for done, (key, job, name) in enumerate(order):
+        for done, (key, name) in enumerate(order):
             if progress:
                 progress(done, len(order), name)
-            results[key] = builder.result(job)
+            results[key] = builder.result(key)
     import vl_convert as vlc
 
     from tracecore.figures import render
@@ -235,18 +227,13 @@ def _table_job(view: str, runs: Runs, params: bool = True) -> Callable[[duckdb.D
 
     def read(cursor: duckdb.DuckDBPyConnection) -> Any:
         from tracecore.figures._views import run_view
+        from tracecore.figures.options import FigureOptions
+        from tracecore.views import view_params
 
-        return run_view(cursor, view, runs=runs, params=(_figure_params(view) if params else None) or None)
+        declared = [p.name for p in view_params(view)] if params else []
+        return run_view(cursor, view, runs=runs, params=FigureOptions().view_params(declared) or None)
 
     return read
-
-
-def _figure_params(view: str) -> dict[str, Any]:
-    """The parameters the figures give `view` by default (a table shows it with them)."""
-    from tracecore.figures.options import FigureOptions
-    from tracecore.views import view_params
-
-    return FigureOptions().view_params([p.name for p in view_params(view)])
 
 
 def _figure_html(fig: Figure, chart_id: str) -> str:

@@ -28,9 +28,8 @@ class Leading:
     html: str
 
 
-# the `findings` parameters that name rows already computed, and the view each must hold: costliest
-# first, the order the report starts them in (the page waits for the findings, the findings for them)
-SHARED = {"health": "tcp_health", "wire": "collective_wire", "steps": "step_breakdown"}
+# the `findings` parameters that name rows already computed, and the view each must hold
+SHARED = {"wire": "collective_wire", "health": "tcp_health", "steps": "step_breakdown"}
 
 
 def findings_section(
