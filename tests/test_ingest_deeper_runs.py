@@ -1,7 +1,7 @@
 """`tracecore ingest DIR` whose run folders sit two or more levels down names the folders to pass.
 
 Why: ingest reads DIR's run folders one level down; a corpus grouped by experiment (corpus-gpu/<group>/
-<run>/) was answered "no capture files or traces (profiler, NCCL Inspector, NIC counters) in it or in its subfolders" with no word of where they are.
+<run>/) was answered "no capture files in it or in its subfolders" with no word of where they are.
 The deeper look only builds the message: nothing more is ingested, and the exit code stays 3.
 """
 
@@ -16,6 +16,7 @@ from tracecore.cli.app import app
 from tracecore.errors import ExitCode
 from tracecore.ingest import discover as discover_module
 from tracecore.ingest import open_catalog
+from tracecore.ingest.discover import NO_RUN
 from tracecore.sample import sample_run
 
 runner = CliRunner()
@@ -38,7 +39,7 @@ def test_runs_two_levels_down_are_named_in_one_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["ingest", str(root), "--data", str(tmp_path / "out")])
     assert result.exit_code == ExitCode.BAD_INPUT == 3
     assert result.output.strip().splitlines() == [
-        f"Error: nothing to ingest ({root}: no capture files or traces (profiler, NCCL Inspector, NIC counters) in it or in its subfolders, but run folders "
+        f"Error: nothing to ingest ({root}: {NO_RUN}, but run folders "
         f"sit 2 levels down: pass the folders that hold them: tracecore ingest {root / 'group-a'} "
         f"{root / 'group-b'}); {tmp_path / 'out'} was not touched"
     ]
@@ -69,10 +70,7 @@ def test_the_look_stops_after_its_entries(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(discover_module, "HINT_ENTRIES", 5)
     result = runner.invoke(app, ["ingest", str(root), "--data", str(tmp_path / "out")])
     assert result.exit_code == 3
-    assert (
-        f"{root}: no capture files or traces (profiler, NCCL Inspector, NIC counters) in it or in its subfolders); "
-        in result.output
-    )
+    assert f"{root}: {NO_RUN}); " in result.output
 
 
 def test_the_named_folders_ingest(tmp_path: Path) -> None:

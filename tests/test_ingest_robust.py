@@ -17,6 +17,7 @@ import pytest
 from tests.test_ingest_support import copy_run, records, repeat_pcap, retired_parts, write_pcap
 from tracecore.errors import DatasetError, NoInputError
 from tracecore.ingest import ingest, open_catalog, testpause
+from tracecore.ingest.discover import NO_RUN
 from tracecore.ingest.lock import dataset_lock
 from tracecore.reader import CaptureReader
 from tracecore.sample import SAMPLE_RUN, sample_run
@@ -287,7 +288,7 @@ def test_missing_input_and_empty_folder(tmp_path: Path) -> None:
         ingest([tmp_path / "nope", tmp_path / "empty"], tmp_path / "out", jobs=1)
     assert str(err.value) == (
         f"nothing to ingest ({tmp_path / 'nope'}: no such file or directory; {tmp_path / 'empty'}: "
-        f"no capture files or traces (profiler, NCCL Inspector, NIC counters) in it or in its subfolders); {tmp_path / 'out'} was not touched"
+        f"{NO_RUN}); {tmp_path / 'out'} was not touched"
     )
     assert err.value.exit_code == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
