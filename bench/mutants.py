@@ -549,6 +549,15 @@ MUTANTS = [
         ci=(COLLECTIVE_NIC_TEST,),
     ),
     Mutant(
+        "nic_tx.netdev_beside_rdma",
+        "queries/nic_tx.sql",
+        "r.source = 'rdma')))",
+        "r.source = 'none')))",
+        "the interface's tx_bytes beside the RDMA port's port_xmit_data: a RoCE NIC's bytes counted twice",
+        COUNTER_TESTS,
+        ci=(COLLECTIVE_NIC_TEST,),
+    ),
+    Mutant(
         "counter_check.directions_swapped",
         "queries/counter_check.sql",
         "CASE WHEN p.src_ip = w.ip THEN 'tx' ELSE 'rx' END",

@@ -54,16 +54,8 @@ pred AS (
     WHERE (runs IS NULL OR list_contains(runs, run)) AND src_worker IS NOT NULL
     GROUP BY run, source, comm, seq, src_worker
 ),
-tx AS (
-    -- the worker's transmit counter: its RDMA port's where it has one, else its interface's
-    SELECT c.run, c.worker, c.counter, c.ts_ns - c.dt_ns AS t0, c.ts_ns AS t1, c.delta,
-           row_number() OVER (PARTITION BY c.run, c.worker ORDER BY c.ts_ns) AS k
-    FROM counters AS c
-    WHERE (runs IS NULL OR list_contains(runs, c.run)) AND c.dt_ns > 0 AND c.worker IS NOT NULL
-      AND c.run IN (SELECT run FROM pred)
-      AND ((c.source = 'rdma' AND c.counter = 'port_xmit_data')
-           OR (c.source = 'netdev' AND c.counter = 'tx_bytes' AND NOT EXISTS (
-               SELECT 1 FROM counters AS r WHERE r.run = c.run AND r.worker = c.worker AND r.source = 'rdma')))
+tx AS (  -- the worker's transmit counter (nic_tx: its RDMA port's where it has one, else its interface's)
+    SELECT * FROM nic_tx(runs := runs) WHERE run IN (SELECT run FROM pred)
 ),
 sampling AS (
     SELECT run, max(interval_ns) AS interval_ns FROM counter_sources GROUP BY run

@@ -29,8 +29,12 @@
 --                   collectives of the source)
 --   compute/launch  otherwise: the wire was idle most of the time every rank was in the collective
 --                   (kernel launch, reduction, copies, the proxy thread)
---   NULL            no packets of its links (a run without captures): the wire cannot be judged;
---                   straggler and latency still can
+--   network         NIC congested (a run without packets, with NIC counters: nic_tx): the
+--                   NIC of one of its workers whose congestion counters rose during it (CNPs handled
+--                   or sent, PFC pauses received) sent at ≥ peak_share × its fastest rate in the run's
+--                   collectives of the source; the worker is link_src, link_dst NULL
+--   NULL            no packets of its links (a run without captures) and no such NIC: the wire cannot
+--                   be judged; straggler and latency still can
 -- Links with fewer than latency_bytes are left out of the rates (a tree link that carries a flag).
 -- A collective recorded by several sources (the PyTorch trace and an NCCL plugin) has a row per
 -- source; collective_verdicts' own rows for one source are independent of the others'.
@@ -57,6 +61,8 @@
 --   late_ns                its start − the median start of the other ranks, ns
 --   joined_ns              end_ns − the last rank's start: the time with every rank in it, ns
 --   link_src, link_dst     the link the verdict looked at: the slowest for a slow link, else the busiest
+--                          (NIC congested: link_src the worker, link_dst NULL, link_gbps and
+--                          link_peak_gbps its NIC's rate over the collective and its peak)
 --   link_bytes             its bytes (collective_wire), bytes
 --   link_busy_ns           its busy time, ns
 --   link_busy_share        link_busy_ns / joined_ns
@@ -69,7 +75,7 @@
 --   reference_joined_ns    the median joined time the retransmitting rule compares with, ns
 --   verdict                'straggler' | 'network' | 'latency' | 'compute/launch'; NULL, above
 --   rule                   which rule: 'late rank' | 'retransmitting' | 'small message' | 'slow link' |
---                          'saturated' | 'wire idle' | 'no packets'
+--                          'saturated' | 'NIC congested' | 'wire idle' | 'no packets'
 --   reason                 one line for a person: the rule with this collective's numbers
 CREATE OR REPLACE MACRO collective_verdicts(runs := NULL, straggler_share := 0.5, min_late_ns := 1000000,
     latency_bytes := 65536, slow_link_share := 0.5, busy_share := 0.7, peak_share := 0.7, slow_factor := 1.5,

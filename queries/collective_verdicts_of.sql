@@ -17,7 +17,7 @@ CREATE OR REPLACE MACRO collective_verdicts_of(wire := 'collective_wire', runs :
     retrans_share := 0.005) AS TABLE
 WITH
 calls AS (
-    SELECT run, source, comm, seq, op, bytes, step, rank, worker,
+    SELECT run, source, comm, seq, op, bytes, step, rank, worker, coalesce(clock_offset_ns, 0)::BIGINT AS off,
            start_ns - coalesce(clock_offset_ns, 0) AS t0, end_ns - coalesce(clock_offset_ns, 0) AS t1
     FROM collective_calls
     WHERE (runs IS NULL OR list_contains(runs, run)) AND start_ns IS NOT NULL
@@ -27,7 +27,8 @@ instances AS (
            count(*) AS ranks, min(t0) AS start_ns, max(t1) AS end_ns, max(t0) AS last_start_ns,
            arg_max(rank, t0) AS late_rank, arg_max(worker, t0) AS late_worker,
            -- the others: every start but the last, sorted; their median
-           list_aggregate(list_slice(list_sort(list(t0)), 1, count(*) - 1), 'median') AS others_start
+           list_aggregate(list_slice(list_sort(list(t0)), 1, count(*) - 1), 'median') AS others_start,
+           list(DISTINCT {'worker': worker, 'off': off}) FILTER (WHERE worker IS NOT NULL) AS workers_at
     FROM calls
     GROUP BY run, source, comm, seq
 ),
@@ -64,6 +65,36 @@ lost AS (
     FROM wire_rows
     GROUP BY run, source, comm, seq
 ),
+tx AS (  -- the transmit counter of each worker of a run with NIC counters (nic_tx)
+    SELECT * FROM nic_tx(runs := runs) WHERE delta IS NOT NULL
+),
+nic_rows AS (  -- each collective's workers: their NIC's rate over the instance, on the worker's own clock
+    SELECT i.run, i.source, i.comm, i.seq, u.w.worker AS worker,
+           sum(t.delta * (least(t.t1, i.end_ns + u.w.off) - greatest(t.t0, i.start_ns + u.w.off)) / (t.t1 - t.t0))
+               * 8 / nullif(any_value(i.end_ns - i.start_ns), 0) AS gbps,
+           any_value(i.start_ns + u.w.off) AS start_ns, any_value(i.end_ns + u.w.off) AS end_ns
+    FROM instances AS i, unnest(i.workers_at) AS u(w)
+    JOIN tx AS t ON t.run = i.run AND t.worker = u.w.worker AND t.t1 > i.start_ns + u.w.off AND t.t0 < i.end_ns + u.w.off
+    GROUP BY i.run, i.source, i.comm, i.seq, u.w.worker
+),
+nic_peaks AS (
+    SELECT *, max(gbps) OVER (PARTITION BY run, source, worker) AS peak_gbps FROM nic_rows
+),
+signals AS (  -- the congestion counters that rose during it on its workers: CNPs handled and sent, PFC pauses received
+    SELECT n.run, n.source, n.comm, n.seq, n.worker, sum(c.delta) AS rose
+    FROM nic_peaks AS n
+    JOIN counters AS c ON c.run = n.run AND c.worker = n.worker AND c.ts_ns > n.start_ns AND c.ts_ns - c.dt_ns < n.end_ns
+    WHERE c.delta > 0 AND (c.counter IN ('rp_cnp_handled', 'np_cnp_sent')
+                           OR (c.source = 'ethtool' AND regexp_matches(c.counter, '^rx_prio[0-7]_pause$')))
+    GROUP BY n.run, n.source, n.comm, n.seq, n.worker
+),
+nic_busiest AS (  -- of the workers whose congestion counters rose, the one whose NIC sent fastest
+    SELECT n.run, n.source, n.comm, n.seq, arg_max(n.worker, n.gbps) AS worker, max(n.gbps) AS gbps,
+           arg_max(n.peak_gbps, n.gbps) AS peak_gbps, arg_max(g.rose, n.gbps) AS rose
+    FROM nic_peaks AS n
+    JOIN signals AS g USING (run, source, comm, seq, worker)
+    GROUP BY n.run, n.source, n.comm, n.seq
+),
 judged AS (
     SELECT i.*, i.end_ns - i.start_ns AS duration_ns, i.last_start_ns - i.start_ns AS spread_ns,
            CASE WHEN i.ranks > 1 THEN (i.last_start_ns - i.others_start)::BIGINT END AS late_ns,
@@ -74,11 +105,14 @@ judged AS (
            s.src_worker AS slow_src, s.dst_worker AS slow_dst, s.bytes AS slow_bytes, s.busy_ns AS slow_busy_ns,
            s.gbps AS slow_gbps, s.others_gbps, s.peak_gbps AS slow_peak_gbps,
            b.src_worker AS busy_src, b.dst_worker AS busy_dst, b.bytes AS busy_bytes, b.busy_ns AS busy_busy_ns,
-           b.gbps AS busy_gbps, b.peak_gbps AS busy_peak_gbps
+           b.gbps AS busy_gbps, b.peak_gbps AS busy_peak_gbps,
+           nb.worker AS nic_worker, nb.gbps AS nic_gbps, nb.peak_gbps AS nic_peak_gbps, nb.rose AS nic_signals
     FROM instances AS i
     LEFT JOIN lost AS l ON l.run = i.run AND l.source = i.source AND l.comm IS NOT DISTINCT FROM i.comm AND l.seq = i.seq
     LEFT JOIN slowest AS s ON s.run = i.run AND s.source = i.source AND s.comm IS NOT DISTINCT FROM i.comm AND s.seq = i.seq
     LEFT JOIN busiest AS b ON b.run = i.run AND b.source = i.source AND b.comm IS NOT DISTINCT FROM i.comm AND b.seq = i.seq
+    LEFT JOIN nic_busiest AS nb
+        ON nb.run = i.run AND nb.source = i.source AND nb.comm IS NOT DISTINCT FROM i.comm AND nb.seq = i.seq
 ),
 referenced AS (
     SELECT *,
@@ -97,6 +131,7 @@ ruled AS (
                WHEN retransmissions > 0 AND retransmissions >= retrans_share * frames
                     AND joined_ns >= slow_factor * reference_joined_ns THEN 'retransmitting'
                WHEN bytes < latency_bytes THEN 'small message'
+               WHEN NOT on_wire AND nic_gbps >= peak_share * nic_peak_gbps THEN 'NIC congested'
                WHEN NOT on_wire THEN 'no packets'
                WHEN slow_gbps <= slow_link_share * others_gbps THEN 'slow link'
                WHEN busy_busy_ns >= busy_share * joined_ns AND busy_gbps >= peak_share * busy_peak_gbps THEN 'saturated'
@@ -106,12 +141,13 @@ ruled AS (
 ),
 linked AS (
     SELECT *,
-           CASE WHEN rule = 'slow link' THEN slow_src ELSE busy_src END AS link_src,
+           CASE rule WHEN 'slow link' THEN slow_src WHEN 'NIC congested' THEN nic_worker ELSE busy_src END AS link_src,
            CASE WHEN rule = 'slow link' THEN slow_dst ELSE busy_dst END AS link_dst,
            CASE WHEN rule = 'slow link' THEN slow_bytes ELSE busy_bytes END AS link_bytes,
            CASE WHEN rule = 'slow link' THEN slow_busy_ns ELSE busy_busy_ns END AS link_busy_ns,
-           CASE WHEN rule = 'slow link' THEN slow_gbps ELSE busy_gbps END AS link_gbps,
-           CASE WHEN rule = 'slow link' THEN slow_peak_gbps ELSE busy_peak_gbps END AS link_peak_gbps
+           CASE rule WHEN 'slow link' THEN slow_gbps WHEN 'NIC congested' THEN nic_gbps ELSE busy_gbps END AS link_gbps,
+           CASE rule WHEN 'slow link' THEN slow_peak_gbps WHEN 'NIC congested' THEN nic_peak_gbps
+                     ELSE busy_peak_gbps END AS link_peak_gbps
     FROM ruled
 )
 SELECT run, source, comm, seq, op, step, bytes, ranks, start_ns, end_ns, duration_ns, spread_ns, late_rank,
@@ -124,6 +160,7 @@ SELECT run, source, comm, seq, op, step, bytes, ranks, start_ns, end_ns, duratio
            WHEN 'small message' THEN 'latency'
            WHEN 'slow link' THEN 'network'
            WHEN 'saturated' THEN 'network'
+           WHEN 'NIC congested' THEN 'network'
            WHEN 'wire idle' THEN 'compute/launch'
        END AS verdict,
        rule,
@@ -135,6 +172,8 @@ SELECT run, source, comm, seq, op, step, bytes, ranks, start_ns, end_ns, duratio
                                              joined_ns / reference_joined_ns, reference_joined_ns / 1e6)
            WHEN 'small message' THEN printf('%d B message: %.2f ms of per-message overheads', bytes, duration_ns / 1e6)
            WHEN 'no packets' THEN 'no packets of its links were captured: the wire cannot be judged'
+           WHEN 'NIC congested' THEN printf('no packets; %s''s NIC sent at %.3g Gbit/s (%.0f%% of its peak %.3g) while its CNP and PFC counters rose by %d',
+                                            link_src, link_gbps, 100 * link_gbps / link_peak_gbps, link_peak_gbps, nic_signals)
            WHEN 'slow link' THEN printf('%s→%s ran at %.3g Gbit/s while busy, %.0f%% of the other links'' %.3g Gbit/s',
                                         link_src, link_dst, link_gbps, 100 * link_gbps / others_gbps, others_gbps)
            WHEN 'saturated' THEN printf('%s→%s busy %.0f%% of the %.1f ms with every rank in, at %.3g Gbit/s (its peak %.3g)',

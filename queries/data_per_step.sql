@@ -17,7 +17,7 @@
 -- (rdma_payload_len: without BTH, extension headers and ICRC; RDMA ACKs carry none), as in
 -- `topology_check`.
 -- A run without packets (counters alone: `[capture] method = "counters"`) takes each worker's bytes sent
--- from its NIC's transmit counter instead (`counters`: the RDMA port's port_xmit_data where the worker
+-- from its NIC's transmit counter instead (`nic_tx`: the RDMA port's port_xmit_data where the worker
 -- has one, else the interface's tx_bytes), each sample's delta shared by time over the window as in
 -- `nic_util`; a counter counts every frame the interface sent (ACKs, ARP and retransmissions too), so
 -- its bytes are frame bytes and the payload columns are NULL.
@@ -52,18 +52,12 @@ sent AS (
 ),
 nic AS (
     -- runs without packets: each worker's transmit counter over the window, a sample's delta shared by time
-    SELECT c.run, c.worker,
-           sum(c.delta * (least(c.ts_ns, lw.t_last) - greatest(c.ts_ns - c.dt_ns, lw.t_first)) / c.dt_ns)
-               ::BIGINT AS bytes
-    FROM counters AS c
-    JOIN lw ON lw.run = c.run
-    WHERE c.run NOT IN (SELECT run FROM sent) AND c.delta IS NOT NULL AND c.dt_ns > 0
-      AND c.ts_ns > lw.t_first AND c.ts_ns - c.dt_ns < lw.t_last
-      AND ((c.source = 'rdma' AND c.counter = 'port_xmit_data')
-           OR (c.source = 'netdev' AND c.counter = 'tx_bytes' AND NOT EXISTS (
-               SELECT 1 FROM counters AS r
-               WHERE r.run = c.run AND r.worker IS NOT DISTINCT FROM c.worker AND r.source = 'rdma')))
-    GROUP BY c.run, c.worker
+    SELECT t.run, t.worker,
+           sum(t.delta * (least(t.t1, lw.t_last) - greatest(t.t0, lw.t_first)) / (t.t1 - t.t0))::BIGINT AS bytes
+    FROM nic_tx(runs := runs) AS t
+    JOIN lw ON lw.run = t.run
+    WHERE t.run NOT IN (SELECT run FROM sent) AND t.delta IS NOT NULL AND t.t1 > lw.t_first AND t.t0 < lw.t_last
+    GROUP BY t.run, t.worker
 ),
 totals AS (
     SELECT run, sum(bytes)::BIGINT AS bytes, sum(payload)::BIGINT AS payload_bytes, 'packets' AS bytes_from

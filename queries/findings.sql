@@ -23,6 +23,9 @@
 --                      (min_count_share of them): cost Σ spread_ns
 --   slow link          a link whose slowness made collectives network-bound (collective_verdicts' rule
 --                      'slow link', or 'saturated') in min_count_share of them: cost Σ joined_ns
+--   congested NIC      a run without packets: a worker whose NIC ran near its peak while its CNP or PFC
+--                      counters rose (collective_verdicts' rule 'NIC congested') in min_count_share of
+--                      them: cost Σ joined_ns
 --   retransmitting     collectives that retransmitted and took ≥ slow_factor × the clean ones: cost
 --                      Σ (joined_ns − the clean median); ≥ min_share
 --   slowest collective note: each run's slowest collective of at least latency_bytes, with its
@@ -172,6 +175,19 @@ slow_link AS (
     FROM v JOIN span AS s USING (run)
     WHERE v.rule IN ('slow link', 'saturated')
     GROUP BY v.run, v.link_src, v.link_dst
+    HAVING count(*) >= min_count_share * any_value(s.n_big) AND sum(v.joined_ns) >= min_share * any_value(s.span_ns)
+),
+congested_nic AS (
+    SELECT v.run, 'problem' AS severity, 'congested NIC' AS finding, v.link_src AS subject,
+           sum(v.joined_ns)::BIGINT AS cost_ns,
+           printf('%s''s NIC ran at %.0f%% of its peak (median) while its CNP or PFC counters rose, in %d of %d '
+                  || 'collectives: %.0f ms with every rank in', v.link_src,
+                  100 * median(v.link_gbps / v.link_peak_gbps), count(*), any_value(s.n), sum(v.joined_ns) / 1e6)
+               AS claim,
+           'tracecore query collective_verdicts --run ' || any_value(s.q) AS evidence
+    FROM v JOIN span AS s USING (run)
+    WHERE v.rule = 'NIC congested'
+    GROUP BY v.run, v.link_src
     HAVING count(*) >= min_count_share * any_value(s.n_big) AND sum(v.joined_ns) >= min_share * any_value(s.span_ns)
 ),
 resending AS (
@@ -393,7 +409,8 @@ lossy AS (
 ),
 found AS (
     SELECT * FROM straggler UNION ALL BY NAME SELECT * FROM skew
-    UNION ALL BY NAME SELECT * FROM slow_link UNION ALL BY NAME SELECT * FROM resending
+    UNION ALL BY NAME SELECT * FROM slow_link UNION ALL BY NAME SELECT * FROM congested_nic
+    UNION ALL BY NAME SELECT * FROM resending
     UNION ALL BY NAME SELECT * FROM slowest UNION ALL BY NAME SELECT * FROM shares
     UNION ALL BY NAME SELECT * FROM exposed UNION ALL BY NAME SELECT * FROM idle
     UNION ALL BY NAME SELECT * FROM resent

@@ -729,3 +729,67 @@ def test_collective_nic_on_a_gpu_run_given_counter_files(tmp_path: Path) -> None
         check_collective_nic(con, testbed=False)
     finally:
         con.close()
+
+
+def test_a_collective_whose_nic_ran_at_its_peak_while_cnps_rose_is_network(tmp_path: Path) -> None:
+    """The 2-rank GPU corpus run without its captures, given a counter file per worker (an RDMA port):
+    with flat counters no collective's wire can be judged (rule 'no packets', no finding); when W1's port
+    sends at four times its usual rate during the run's 12 MB all-reduces and its np_cnp_sent rises
+    then, those are 'NIC congested' (verdict network, W1 named) and the findings list a congested NIC
+    (counted over a fifth of the collectives), while every other collective keeps its verdict."""
+    source = (
+        Path(__file__).parents[2]
+        / "shared/corpus-gpu/gpu-nccl-profilers/torch_ddp-cnn3m-sgd-32-nccl-normal-ring"
+    )
+    run = tmp_path / "runs" / source.name
+    run.mkdir(parents=True)
+    for f in source.iterdir():
+        if f.suffix != ".pcap":
+            os.symlink(f, run / f.name)
+    start, n = 1795720746_000_000_000, 1000  # 10 ms samples over the run (1795720746.8 to 1795720754.5 s)
+
+    def write(windows: list[tuple[int, int]]) -> None:
+        for w in (0, 1):
+            words, cnps, lines = 0, 0, []
+            for k in range(n):
+                t = start + k * 10_000_000
+                hot = w == 0 and any(t0 < t and t - 10_000_000 < t1 for t0, t1 in windows)
+                words += 100_000 if hot else 25_000
+                cnps += 3 if hot else 0
+                lines.append(f"{t}\t{k * 1000}\t{words}\t{cnps}")
+            write_counters(run / f"worker-{w}-counters.tsv", lines)
+
+    def verdicts() -> list[tuple]:
+        summary = ingest([tmp_path / "runs"], tmp_path / "data", jobs=1)
+        assert not summary.failed
+        assert not summary.problems, summary.problems
+        con = open_catalog(tmp_path / "data")
+        try:
+            return con.execute(
+                "SELECT seq, op, bytes, start_ns, end_ns, rule, verdict, link_src FROM collective_verdicts"
+                " WHERE source = 'nccl_profiler' ORDER BY seq"
+            ).fetchall(), con.execute(
+                # the congested all-reduces are a fifth of the collectives: systematic from that share on
+                "SELECT finding, subject, claim FROM findings(min_count_share := 0.2)"
+            ).fetchall()
+        finally:
+            con.close()
+
+    write([])
+    flat, flat_findings = verdicts()
+    assert "no packets" in {v[5] for v in flat}
+    assert not {v[5] for v in flat} & {"NIC congested"}
+    assert [f for f in flat_findings if f[0] == "congested NIC"] == []
+    judged = [v for v in flat if v[5] == "no packets" and v[2] >= 1 << 20]
+    assert len(judged) >= 3, flat
+    write([(v[3], v[4]) for v in judged])
+    hot, hot_findings = verdicts()
+    by_seq = {v[0]: v for v in hot}
+    for v in flat:
+        if v in judged:
+            assert by_seq[v[0]][5:] == ("NIC congested", "network", "W1"), by_seq[v[0]]
+        else:
+            assert by_seq[v[0]][5:] == v[5:], (v, by_seq[v[0]])
+    congested = [f for f in hot_findings if f[0] == "congested NIC"]
+    assert [f[1] for f in congested] == ["W1"], hot_findings
+    assert f"in {len(judged)} of " in congested[0][2], congested

@@ -70,6 +70,7 @@ VIEW_ROWS = {
     "counter_check": 0,  # no counter sampler files in the sample either
     "roce_congestion": 0,  # nor here
     "collective_nic": 0,  # nor collectives (tests/test_nic_counters.py has runs with both)
+    "nic_tx": 0,
     "nic_util": 0,  # no counter sampler files in the sample (tests/test_nic_counters.py has runs that do)
     "link_util_ci": 2 * 12,
     "nccl_edges": 0,  # the sample runs have no NCCL logs (tests/test_views_nccl.py has runs that do)

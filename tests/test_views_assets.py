@@ -26,6 +26,7 @@ BUILDING_BLOCKS = (
     "link_steady",
     "nccl_edges",
     "nccl_rank_workers",
+    "nic_tx",
     "packets_window",
     "run_bounds",
     "run_meta",
@@ -53,7 +54,7 @@ def test_references_are_read_from_the_sql_not_the_comments() -> None:
     assert shipped.references("flow_matrix_mean") == {"flow_matrix"}
     assert shipped.references("packets_window") == {"run_bounds"}
     # data_per_step's header mentions run_meta.grad_bytes; its SQL uses run_meta and train_window
-    assert shipped.references("data_per_step") == {"run_meta", "train_window"}
+    assert shipped.references("data_per_step") == {"nic_tx", "run_meta", "train_window"}
     assert shipped.references("run_bounds") == frozenset()
     # the RDMA views: rdma_flows' header names flow_matrix and link_util; its SQL uses neither
     assert shipped.references("rdma_flows") == {"packets_window"}
