@@ -472,6 +472,7 @@ def test_the_figure_and_the_report_show_the_counters(counted_run: Path, tmp_path
     assert res.exit_code == 0, res.output
     page = next((tmp_path / "r").glob("*.html")).read_text() if (tmp_path / "r").is_dir() else ""
     assert 'id="fig-nic_util"' in page
+    assert 'id="fig-roce_congestion"' not in page  # a veth has no congestion counters
 
 
 def test_the_overhead_bench_measures_each_interval(tmp_path: Path) -> None:
@@ -535,6 +536,18 @@ def test_roce_congestion_sums_each_steps_signals_per_worker(tmp_path: Path, samp
         paused = [k for k in range(0, len(times), 10) if lo < times[k] + 500 <= hi and k > 0]
         assert (worker, start, end, cnp) == ("W3", lo, hi, 3 * len(taken)), step
         assert pfc_tx == (10 * len(paused) if paused else None), step
+    # the figure: a line per signal the port has, a point per step, the view's counts
+    res = CliRunner().invoke(
+        app,
+        ["figure", "roce_congestion", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "c.json")],
+    )
+    assert res.exit_code == 0, res.output
+    drawn = json.loads((tmp_path / "c.json").read_text())["data"]["values"]
+    assert {r["panel"] for r in drawn} == {"W3"}
+    assert sorted((r["step"], r["signal"], r["count"]) for r in drawn) == sorted(
+        [(step[1], "CNPs sent", step[4]) for step in steps]
+        + [(step[1], "PFC pauses sent", step[5]) for step in steps if step[5] is not None]
+    )
 
 
 SENDER = "192.168.17.50"  # the sample run's W1, whose file is worker-0's

@@ -28,7 +28,7 @@ runner = CliRunner()
 TCP_FIGURES = [
     name
     for name in figures.figure_names()
-    if name not in ("rdma_ops", "step_breakdown", "collective_timeline", "nic_util")
+    if name not in ("rdma_ops", "step_breakdown", "collective_timeline", "nic_util", "roce_congestion")
 ]
 
 

@@ -40,6 +40,19 @@ def has_counters(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     return any_row(con, runs, "SELECT 1 FROM counters WHERE true")
 
 
+def has_congestion_counters(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
+    """Whether any of `runs` (None = all) has a RoCE congestion counter (CNPs, ECN marks, PFC pauses,
+    sequence errors, timeouts) and logged steps: the report's congestion figure needs both."""
+    return any_row(
+        con,
+        runs,
+        "SELECT 1 FROM counters WHERE (counter IN ('np_cnp_sent', 'rp_cnp_handled',"
+        " 'np_ecn_marked_roce_packets', 'out_of_sequence', 'packet_seq_err', 'local_ack_timeout_err')"
+        " OR (source = 'ethtool' AND regexp_matches(counter, '^(rx|tx)_prio[0-7]_pause$')))"
+        " AND run IN (SELECT run FROM train_log)",
+    )
+
+
 def has_nccl_logs(con: duckdb.DuckDBPyConnection, runs: Runs) -> bool:
     """Whether any of `runs` (None = all) has NCCL's INFO logs: the report's topology table needs them."""
     return any_row(con, runs, "SELECT 1 FROM nccl_ranks WHERE true")

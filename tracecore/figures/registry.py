@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from tracecore.figures import collectives, confidence, gpu, timeseries, traffic, training
 from tracecore.figures._views import run_view
-from tracecore.figures.holds import has_collectives, has_counters, has_rdma
+from tracecore.figures.holds import has_collectives, has_congestion_counters, has_counters, has_rdma
 from tracecore.figures.options import FigureOptions, uses
 from tracecore.figures.style import short_runs
 from tracecore.query import run_sql
@@ -395,6 +395,13 @@ FIGURES = [
         "NIC throughput per worker from the interface and RDMA counters (runs sampled with them)",
         nic_util,
         shown_when=has_counters,
+    ),
+    Figure(
+        "roce_congestion",
+        "",
+        "RoCE congestion signals per step and worker: CNPs, ECN marks, PFC pauses (runs sampled with them)",
+        _of_view("roce_congestion", timeseries.congestion_chart),
+        shown_when=has_congestion_counters,
     ),
     Figure(
         "rdma_ops",

@@ -193,6 +193,67 @@ def nic_util_chart(nic_util: pa.Table, title: str | None = None) -> alt.Chart | 
     )  # fmt: skip
 
 
+CONGESTION_SIGNALS = (  # roce_congestion's columns, drawn in this order, as the legend names them
+    ("cnp_sent", "CNPs sent"),
+    ("cnp_handled", "CNPs handled"),
+    ("ecn_marked", "ECN-marked received"),
+    ("pfc_pauses_rx", "PFC pauses received"),
+    ("pfc_pauses_tx", "PFC pauses sent"),
+    ("out_of_sequence", "out of sequence"),
+    ("seq_errors", "sequence errors"),
+    ("ack_timeouts", "ACK timeouts"),
+)
+
+
+def congestion_chart(roce_congestion: pa.Table, title: str | None = None) -> alt.Chart | alt.FacetChart:
+    """The NIC's congestion counters per logged step: a panel per worker (and run), a line per signal
+    the NIC has (a counter it lacks is NULL in roce_congestion and drawn nowhere)."""
+    title = title or "RoCE congestion signals per step, from the NIC counters"
+    names = dict(CONGESTION_SIGNALS)
+    data = []
+    for r in rows(roce_congestion, ["run", "worker", "step", *names]):
+        if r["step"] is None:
+            continue  # the whole run's row
+        data += [{"run": r["run"], "worker": r["worker"], "step": r["step"], "signal": names[key],
+                  "count": r[key]} for key in names if r[key] is not None]  # fmt: skip
+    if not data:
+        why = "no congestion counters in the selected runs' logged steps (an RDMA port, ethtool's PFC)"
+        return empty_chart(title, why)
+    labels = short_runs(r["run"] for r in data)
+    several = len(labels) > 1
+    for r in data:
+        r["panel"] = f"{labels[r['run']]} · {r['worker']}" if several else r["worker"]
+    panels = sorted({r["panel"] for r in data}, key=lambda p: tuple(map(worker_key, p.split(" · "))))
+    shown = [label for key, label in CONGESTION_SIGNALS if any(r["signal"] == label for r in data)]
+    line = (
+        alt.Chart()
+        .mark_line(strokeWidth=1.1, point=alt.OverlayMarkDef(size=14))
+        .encode(
+            x=alt.X("step:Q", title="Training step", axis=alt.Axis(tickMinStep=1)),
+            y=alt.Y("count:Q", title="Count per step"),
+            color=alt.Color(
+                "signal:N",
+                title="Signal",
+                sort=shown,
+                scale=alt.Scale(domain=shown, range=list(CATEGORY_COLORS[: len(shown)])),
+            ),
+            tooltip=[
+                alt.Tooltip("run:N"),
+                alt.Tooltip("worker:N"),
+                alt.Tooltip("step:Q"),
+                alt.Tooltip("signal:N"),
+                alt.Tooltip("count:Q", format=","),
+            ],
+        )
+        .properties(width=WIDTH, height=110)
+    )
+    subtitle = ["each sample's counts in the step holding its time (roce_congestion)", runs_caption(labels)]
+    return line.facet(
+        row=alt.Row("panel:N", title=None, sort=panels, header=HEADER), data=inline(data),
+        title=alt.Title(title, subtitle=subtitle),
+    )  # fmt: skip
+
+
 def _utc(ns: int) -> str:
     """ISO 8601 UTC with milliseconds: what Vega reads as a date, and a CSV reader too."""
     stamp = datetime.fromtimestamp(ns // 1_000_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
