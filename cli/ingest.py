@@ -125,7 +125,11 @@ def print_summary(summary: IngestSummary) -> None:
 
         wanted = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
         console.width = max(console.width, wanted)
-    console.print(table)
+    if summary.captures:
+        console.print(table)
+    for run in (r for r in summary.runs if r not in set(runs)):  # traces or counters alone
+        said = f"{escape(safe(run))}: no capture file; its traces, counters and logs read"
+        console.print(said, highlight=False, soft_wrap=True)
     for line in named:  # the runs whole (safe already)
         console.print(escape(line), highlight=False, soft_wrap=True)
     lines = [("red", c.status, c.message) for c in summary.captures if c.message]

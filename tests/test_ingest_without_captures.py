@@ -109,8 +109,13 @@ def test_a_folder_of_runs_takes_traces_only_runs_and_still_refuses_logs_alone(tm
     logs_only = root / "nccl-logs-only"
     logs_only.mkdir()
     os.symlink(next(FOUR.glob("nccl.vm.*.log")), logs_only / "nccl.log")
-    summary = ingest([root], tmp_path / "data", jobs=1)
-    assert summary.runs == [FOUR.name]
+    res = CliRunner().invoke(app, ["ingest", str(root), "--data", str(tmp_path / "data")])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[-2:] == [
+        f"{FOUR.name}: no capture file; its traces, counters and logs read",
+        res.output.splitlines()[-1],
+    ]
+    assert res.output.splitlines()[-1].startswith("1 run(s), 0 packets read in ")
     res = CliRunner().invoke(app, ["ingest", str(logs_only), "--out", str(tmp_path / "other")])
     assert res.exit_code != 0
     assert f"{logs_only}: {NO_RUN})" in res.output, res.output

@@ -70,7 +70,7 @@ NEEDS: dict[str, Need] = {
     "counters": Need(
         _runs_without("SELECT 1 FROM counters AS c WHERE c.run = s.r"),
         "{runs} {has} no NIC counters: no counter sampler file (worker-<i>-counters.tsv) was ingested;"
-        ' capture.method = "both" in the experiment samples them',
+        ' capture.method = "both" (or "counters") in the experiment samples them',
         ("docs/gpu-runs.md", "No packets? Counters"),
     ),
     "nccl log": Need(
