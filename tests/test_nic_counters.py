@@ -709,18 +709,27 @@ def check_collective_nic(con: duckdb.DuckDBPyConnection, testbed: bool = True) -
         assert 1.02 <= r[10] <= 1.08, r
 
 
+GPU_RUN = (
+    Path(__file__).parents[2] / "shared/corpus-gpu/gpu-nccl-profilers/torch_ddp-cnn3m-sgd-32-nccl-normal-ring"
+)
+
+
+def two_rank_gpu_run(tmp_path: Path, captures: bool) -> Path:
+    """The corpus' 2-rank NCCL run linked into tmp_path/runs (its captures left out unless asked), a
+    folder the test may add counter files to."""
+    run = tmp_path / "runs" / GPU_RUN.name
+    run.mkdir(parents=True)
+    for f in GPU_RUN.iterdir():
+        if captures or f.suffix != ".pcap":
+            os.symlink(f, run / f.name)
+    return run
+
+
 def test_collective_nic_on_a_gpu_run_given_counter_files(tmp_path: Path) -> None:
     """collective_nic on the 2-rank GPU corpus run (NCCL's profiler plugin records) given a counter file
     per worker with an RDMA port (the port's transmit counter is the one used): every window's shared
     bytes, group and group bytes as check_collective_nic recomputes them from the counters."""
-    source = (
-        Path(__file__).parents[2]
-        / "shared/corpus-gpu/gpu-nccl-profilers/torch_ddp-cnn3m-sgd-32-nccl-normal-ring"
-    )
-    run = tmp_path / "runs" / source.name
-    run.mkdir(parents=True)
-    for f in source.iterdir():
-        os.symlink(f, run / f.name)
+    run = two_rank_gpu_run(tmp_path, captures=True)
     start = 1795720746_000_000_000  # the captures span 1795720746.80 to 1795720754.49 s
     for w in (0, 1):
         write_counters(run / f"worker-{w}-counters.tsv", [
@@ -750,15 +759,7 @@ def test_a_collective_whose_nic_ran_at_its_peak_while_cnps_rose_is_network(tmp_p
     sends at four times its usual rate during the run's 12 MB all-reduces and its np_cnp_sent rises
     then, those are 'NIC congested' (verdict network, W1 named) and the findings list a congested NIC
     (counted over a fifth of the collectives), while every other collective keeps its verdict."""
-    source = (
-        Path(__file__).parents[2]
-        / "shared/corpus-gpu/gpu-nccl-profilers/torch_ddp-cnn3m-sgd-32-nccl-normal-ring"
-    )
-    run = tmp_path / "runs" / source.name
-    run.mkdir(parents=True)
-    for f in source.iterdir():
-        if f.suffix != ".pcap":
-            os.symlink(f, run / f.name)
+    run = two_rank_gpu_run(tmp_path, captures=False)
     start, n = 1795720746_000_000_000, 1000  # 10 ms samples over the run (1795720746.8 to 1795720754.5 s)
 
     def write(windows: list[tuple[int, int]]) -> None:
