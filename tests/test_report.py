@@ -71,7 +71,7 @@ def test_report_is_one_self_contained_file(report) -> None:
     assert "<script src" not in page
     assert "<link" not in page
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
-    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 4
+    assert page.count('class="chart"') == len(TCP_FIGURES) == len(figures.figure_names()) - 5
     for name in TCP_FIGURES:
         assert f'id="fig-{name}"' in page
     # no RDMA section: the sample runs are TCP
@@ -387,7 +387,7 @@ def test_gpu_report_draws_every_chart_offline_and_fits_the_window(gpu_report, tm
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert console_messages(dom.stderr) == []
     body = body_of(dom.stdout)
-    total = len(figures.figure_names()) - 2  # every figure but RoCE's and the NIC counters'
+    total = len(figures.figure_names()) - 3  # every figure but RoCE's and the NIC counters' two
     assert (body["charts-total"], body["charts-drawn"], body["charts-failed"]) == (str(total), str(total), "")
     assert body["page-scroll-width"] == body["page-client-width"]
     assert body["charts-wider-than-page"] == ""
