@@ -24,7 +24,7 @@ from tracecore.sample import SAMPLE_RUN, sample_root
 REPO = Path(__file__).resolve().parent.parent
 # views of the collectives' event sources (profiler traces, NCCL's plugins): empty on the sample runs
 EVENT_VIEW_PREFIXES = ("collective_", "step_breakdown")
-COUNTER_VIEWS = ("nic_util", "counter_check", "roce_congestion")
+COUNTER_VIEWS = ("nic_util", "counter_check", "roce_congestion", "nic_tx")
 
 # What a user types: open the catalog read-only, maybe say where the dataset folder is, run SQL.
 PLAIN_DUCKDB = """\
@@ -194,8 +194,8 @@ def test_oldest_duckdb_runs_the_nccl_views_on_a_run_with_nccl_logs(
 
 
 def test_oldest_duckdb_runs_the_counter_views(oldest_python: Path, tmp_path: Path) -> None:
-    """nic_util, counter_check and roce_congestion on a sample run given a counter sampler file (an
-    mlx5-named port with an ethtool PFC counter): the oldest DuckDB gives today's rows."""
+    """nic_util, counter_check, roce_congestion and nic_tx on a sample run given a counter sampler file
+    (an mlx5-named port with an ethtool PFC counter): the oldest DuckDB gives today's rows."""
     import os
 
     from tests.test_nic_counters import write_counters
@@ -216,11 +216,13 @@ def test_oldest_duckdb_runs_the_counter_views(oldest_python: Path, tmp_path: Pat
         "SELECT * FROM nic_util(bin_ns := 20000000) ORDER BY ALL",
         "SELECT * FROM counter_check ORDER BY ALL",
         "SELECT * FROM roce_congestion ORDER BY ALL",
+        "SELECT * FROM nic_tx ORDER BY ALL",
     ]
     catalog = tmp_path / "data" / "tracecore.duckdb"
     oldest = plain_duckdb(oldest_python, catalog, queries, tmp_path)
     today = plain_duckdb(Path(sys.executable), catalog, queries, tmp_path)
-    nic, check, congestion = oldest["results"]
+    nic, check, congestion, tx = oldest["results"]
+    assert len(tx) == 299  # the port's transmit counter, each sample after the first
     assert len(nic) > 100
     assert len(check) >= 20
     assert len(congestion) > 20
