@@ -127,7 +127,8 @@ def print_summary(summary: IngestSummary) -> None:
         console.width = max(console.width, wanted)
     if summary.captures:
         console.print(table)
-    for run in (r for r in summary.runs if r not in set(runs)):  # traces or counters alone
+    captured = set(runs)
+    for run in (r for r in summary.runs if r not in captured):  # traces or counters alone
         said = f"{escape(safe(run))}: no capture file; its traces, counters and logs read"
         console.print(said, highlight=False, soft_wrap=True)
     for line in named:  # the runs whole (safe already)
