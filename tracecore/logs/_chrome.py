@@ -12,6 +12,11 @@ after a `,` or at the start of a line: not one nested in the bad record). NUL by
 (the blocks a crash leaves) are white space. A damaged gzip stream, or one that expands past its limit
 (`_text.open_text`), ends the file there, counted once, with the records before it kept. A parser that
 cannot use a record it was given counts it as a bad line too (`each_record`).
+
+A parser that reads few of a file's records passes `skip`: a pattern matched at the `{` of each record
+of the event array; a record it matches is passed over unread (not decoded, so not checked either), its
+end found by `skippable_record`'s brackets and strings. Kineto writes `"ph"`, `"cat"` and `"name"`
+first, so most of a trace (host operators, runtime calls) is decided by its first 60 characters.
 """
 
 from __future__ import annotations
@@ -33,6 +38,18 @@ _SPACE = re.compile(r"[ \t\r\n\x00]*")  # white space between records (NULs a cr
 _SPACE_OR_COMMA = re.compile(r"[ \t\r\n\x00,]*")
 _BRACKETS_OR_QUOTE = re.compile(r'[\[{]+|[\]}]+|"')  # a run of openers or closers is one step
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# one event object nested at most three deep (record, args, a value of args), whose strings hold no
+# unescaped quote: what `skippable_record` passes over; possessive, so it never backtracks
+_STR = r'"(?:[^"\\]++|\\.)*+"'
+_OBJECT = rf'\{{(?:[^{{}}"]++|{_STR}|\{{(?:[^{{}}"]++|{_STR}|\{{(?:[^{{}}"]++|{_STR})*+\}})*+\}})*+\}}'
+
+
+def skippable_record(head: str) -> re.Pattern[str]:
+    """The `skip` pattern of records whose text starts as `head` (a regex matched at the `{`): a run
+    of them with the commas and white space between, passed over in one match."""
+    return re.compile(rf"(?:[ \t\r\n\x00,]*+(?={head}){_OBJECT})++")
+
+
 # what a parser's use of one decoded record may raise on hostile values (a list where a number goes,
 # a number past every type): the record is one bad line, never the file's end
 RECORD_ERRORS = (ArithmeticError, LookupError, RecursionError, TypeError, ValueError, AttributeError)
@@ -42,8 +59,11 @@ class TraceRecords:
     """Iterate (line number, event object) over a Chrome-trace file; `meta` holds the other
     top-level values of an object-form trace once iteration has passed them."""
 
-    def __init__(self, path: Path, bad: BadLines, max_record: int = MAX_RECORD) -> None:
+    def __init__(
+        self, path: Path, bad: BadLines, max_record: int = MAX_RECORD, skip: re.Pattern[str] | None = None
+    ) -> None:
         self.path = Path(path)
+        self.skip = skip
         self.bad = bad
         self.max_record = max_record
         self.meta: dict[str, object] = {}
@@ -200,6 +220,12 @@ class TraceRecords:
                 if not self._skip_value():
                     self._skip_to_next_object()
                 continue
+            if self.skip is not None:
+                self._fill(self.max_record)
+                passed = self.skip.match(self._buf, self._pos)
+                if passed is not None:  # a run of records, up to the last whole one in the window
+                    self._pos = passed.end()
+                    continue
             line = self._line(self._pos)
             ok, record = self._decode()
             if ok:

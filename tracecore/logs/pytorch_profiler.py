@@ -31,7 +31,14 @@ import pyarrow as pa
 
 from tracecore.arrow_rows import array as arrow_array  # not pa.array: it imports pandas
 from tracecore.logs import LogParser, ParsedLog
-from tracecore.logs._chrome import TraceRecords, each_record, int_or_none, preview, us_to_ns
+from tracecore.logs._chrome import (
+    TraceRecords,
+    each_record,
+    int_or_none,
+    preview,
+    skippable_record,
+    us_to_ns,
+)
 from tracecore.logs._collectives import (
     DTYPE_BYTES,
     PLAUSIBLE_NS,
@@ -56,6 +63,14 @@ _KINDS = ("communication", "compute", "memcpy", "memset")
 ERROR_NS = 1_000_000
 ABSOLUTE_US = 1e15  # ts beyond this is already Unix µs (traces written before baseTimeNanoseconds)
 INT32, INT64 = range(-(2**31), 2**31), range(-(2**63), 2**63)
+# records `_Trace.add` has no use for, told by Kineto's leading "ph", "cat" and "name" (unescaped):
+# every phase but X, and complete events of any other category than those read, or host operators
+# other than record_param_comms and c10d's calls
+_UNUSED = skippable_record(
+    r'\{\s*+"ph":\s*+"(?:[^X"\\]"|X",\s*+"cat":\s*+"(?:(?!(?:kernel|gpu_memcpy|gpu_memset|cpu_op|'
+    r'user_annotation|gpu_user_annotation)")[A-Za-z_]++"|cpu_op",\s*+"name":\s*+"'
+    r'(?!record_param_comms"|c10d::)[^"\\]*+"))'
+)
 
 
 def detect(head: str) -> bool:
@@ -245,7 +260,7 @@ def _assemble(trace: _Trace, info: dict) -> list[dict]:
 def parse(path: Path) -> ParsedLog:
     """Every collective, step and GPU activity of the trace, streamed."""
     bad = BadLines()
-    records = TraceRecords(path, bad)
+    records = TraceRecords(path, bad, skip=_UNUSED)
     trace = _Trace()
     each_record(records, lambda line, rec: trace.add(line, rec, bad))
     meta = records.meta
