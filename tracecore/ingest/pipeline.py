@@ -26,7 +26,6 @@ from tracecore.errors import (
     IngestCancelledError,
     Interrupted,
     NoInputError,
-    TracecoreError,
 )
 from tracecore.ingest import executor, interrupt, layout, link_bins, testpause
 from tracecore.ingest.arrow_pool import system_pool
@@ -126,7 +125,7 @@ def ingest(
                 results = _read_all(plans, stage, jobs, progress, parallel_min_bytes, control, scheduler)
             if control.cancelled:
                 raise IngestCancelledError(f"{out}: ingest cancelled; the dataset is unchanged")
-            _commit(out, state, plans, results, summary, draft)
+            _commit(out, state, plans, results, summary, draft, jobs)
         except BaseException as err:
             if sigint.seen:  # whatever the interrupt surfaced as (DuckDB and Arrow have their own)
                 raise Interrupted(
@@ -383,8 +382,10 @@ def _commit(
     results: dict[int, CaptureResult],
     summary: IngestSummary,
     draft: _DraftOnThread | None,
+    jobs: int = 1,
 ) -> None:
-    """Assemble the new tables, place the part files, commit the catalog, drop replaced files."""
+    """Assemble the new tables (logs parsed on up to `jobs` processes), place the part files, commit
+    the catalog, drop replaced files."""
     if draft is None:  # no plans: nothing was asked for
         return
     import duckdb
@@ -451,7 +452,7 @@ def _commit(
         else:  # traces or counters alone: workers from the files' names and run.toml, else NCCL's logs
             workers, warns = without_captures([p.name for p in run.logs], run.meta.worker_ips)
             if not workers:
-                _parse_logs(run, new_tables, extra, summary, {})
+                _parse_logs(run, new_tables, extra, summary, {}, jobs)
                 logs_parsed = True
                 workers = from_nccl_logs(_logged_addresses(extra.get("nccl_ranks", []), run.name))
         summary.warnings += [f"{run.name}: {w}" for w in warns]
@@ -528,7 +529,8 @@ def _commit(
             }
         )
         if not logs_parsed:
-            _parse_logs(run, new_tables, extra, summary, {w.key: w.label for w in workers.values()})
+            labels = {w.key: w.label for w in workers.values()}
+            _parse_logs(run, new_tables, extra, summary, labels, jobs)
     for name, rows in new_tables.items():
         state.replace_runs(name, touched, rows)
     state.replace_runs("_link_bins", touched, link_bins.concat(run_bins))
@@ -562,8 +564,10 @@ def _parse_logs(
     extra: dict[str, list],
     summary: IngestSummary,
     labels: dict[str, str],
+    jobs: int = 1,
 ) -> None:
-    """Offer each text file of the run to the log parsers; bad lines are reported per file.
+    """Offer each text file of the run to the log parsers (on up to `jobs` processes: log_pool);
+    bad lines are reported per file.
 
     `labels` maps each capture's worker key to its label: a parser table with a `worker` column gets
     the worker whose capture shares the log's `worker-<i>` stem (NULL when none or several do)."""
@@ -571,9 +575,9 @@ def _parse_logs(
 
     from tracecore.arrow_rows import array  # not pa.array: it imports pandas
     from tracecore.ingest.discover import worker_stem
+    from tracecore.ingest.log_pool import parse_in_order
     from tracecore.logs import detect_parser
-    from tracecore.logs._chrome import RECORD_ERRORS
-    from tracecore.logs._collectives import duplicate_ranks
+    from tracecore.logs._collectives import claim_ranks
 
     by_stem: dict[str, list[str]] = {}
     for key, label in labels.items():
@@ -581,29 +585,23 @@ def _parse_logs(
         if stem is not None:
             by_stem.setdefault(stem, []).append(label)
     offered = [(path, False) for path in run.logs] + [(path, True) for path in run.nested_logs]
-    read = []
+    detected = []
     for path, nested in offered:
         parser = detect_parser(path, nested=nested)
         if parser is None:
             if path.suffix.lower() in (".log", ".csv") and not nested:
                 summary.warnings.append(f"{path}: not a log format tracecore knows; skipped")
             continue
-        try:
-            parsed = parser.parse(path)
-        except (OSError, ValueError, TracecoreError) as err:
-            summary.problems.append((str(path), f"cannot parse as {parser.table}: {err}"))
+        detected.append((path, nested, parser))
+    owner: dict[tuple, str] = {}
+    parsed_files = parse_in_order([(path, parser) for path, _, parser in detected], jobs)
+    for (path, nested, parser), parsed in zip(detected, parsed_files, strict=True):
+        if isinstance(parsed, str):
+            summary.problems.append((str(path), parsed))
             continue
-        except (*RECORD_ERRORS, pa.ArrowException) as err:  # a parser's fault: the file, never the ingest
-            why = f"{type(err).__name__}: {str(err)[:200]}"
-            summary.problems.append((str(path), f"cannot parse as {parser.table} (tracecore's fault: {why})"))
-            continue
-        read.append((path, nested, parser, parsed))
-    refused = duplicate_ranks(
-        [(str(p), {parser.table: parsed.table, **parsed.more}) for p, _, parser, parsed in read]
-    )
-    for path, nested, parser, parsed in read:
-        if str(path) in refused:
-            kept, (source, comm, rank) = refused[str(path)]
+        refused = claim_ranks(owner, str(path), {parser.table: parsed.table, **parsed.more})
+        if refused is not None:
+            kept, (source, comm, rank) = refused
             what = "steps" if comm == "steps" else f"communicator {comm}"
             summary.warnings.append(
                 f"{path}: records rank {rank} of {source} {what}, as {kept} does; not read (one file per"

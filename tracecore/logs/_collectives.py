@@ -343,19 +343,18 @@ def rank_claims(tables: Mapping[str, pa.Table]) -> set[tuple[str, str, int]]:
     return claims
 
 
-def duplicate_ranks(files: list[tuple[str, Mapping[str, pa.Table]]]) -> dict[str, tuple[str, tuple]]:
-    """The files, in the order given, that record a rank an earlier one records (`rank_claims`): for
-    each, that earlier file and one (source, comm, rank) they share. The first file of a rank is kept."""
-    owner: dict[tuple, str] = {}
-    refused: dict[str, tuple[str, tuple]] = {}
-    for name, tables in files:
-        claims = rank_claims(tables)
-        clash = min((c for c in claims if c in owner), default=None, key=str)
-        if clash is not None:
-            refused[name] = (owner[clash], clash)
-            continue
-        owner |= dict.fromkeys(claims, name)
-    return refused
+def claim_ranks(
+    owner: dict[tuple, str], name: str, tables: Mapping[str, pa.Table]
+) -> tuple[str, tuple] | None:
+    """Record file `name`'s ranks (`rank_claims`) in `owner`, unless an earlier file records one of
+    them: then that file and one (source, comm, rank) they share, and `owner` is left as it was.
+    Files offered in order: the first file of a rank is kept."""
+    claims = rank_claims(tables)
+    clash = min((c for c in claims if c in owner), default=None, key=str)
+    if clash is not None:
+        return owner[clash], clash
+    owner |= dict.fromkeys(claims, name)
+    return None
 
 
 def int_array(values: array, nulls: list[int], n: int) -> pa.Array:
