@@ -48,3 +48,21 @@ def test_small_runs_stay_in_this_process(tmp_path, monkeypatch):
     files = _files(tmp_path)
     monkeypatch.setattr(log_pool, "ProcessPoolExecutor", None)  # a pool would fail to start
     assert len(list(log_pool.parse_in_order(files, jobs=2))) == 14
+
+
+def test_a_runs_traces_show_a_bar_of_their_own_when_asked(tmp_path, monkeypatch, capsys):
+    from tracecore.ingest import ingest
+    from tracecore.ingest.progress import TraceProgress
+
+    run = tmp_path / "torch_ddp-cnn3m-sgd-32-nccl-0-ring"
+    run.mkdir()
+    for name in ("kineto-rank0.json", "kineto-rank1.json", "run.toml"):
+        shutil.copy(RUN / name, run / name)
+    monkeypatch.setattr(TraceProgress, "MIN_BYTES", 0)
+    ingest([run], tmp_path / "ds", jobs=1, progress=True)
+    err = capsys.readouterr().err
+    assert "traces" in err
+    assert "2/2 files" in err
+    monkeypatch.setattr(TraceProgress, "MIN_BYTES", 16 << 20)
+    ingest([run], tmp_path / "ds2", jobs=1, progress=True)
+    assert "traces" not in capsys.readouterr().err  # 2 MB: no bar

@@ -49,6 +49,7 @@ from tracecore.schema import SCHEMA_VERSION, part_metadata
 if TYPE_CHECKING:
     from tracecore.ingest.catalog import CatalogDraft
     from tracecore.ingest.dataset_tables import State
+    from tracecore.logs import LogParser, ParsedLog
 
 # Below this much capture data one process is faster than a pool: each spawned worker pays ~1-2 s of
 # imports and numba cache loading, and one process already overlaps decode with Parquet encoding
@@ -125,7 +126,7 @@ def ingest(
                 results = _read_all(plans, stage, jobs, progress, parallel_min_bytes, control, scheduler)
             if control.cancelled:
                 raise IngestCancelledError(f"{out}: ingest cancelled; the dataset is unchanged")
-            _commit(out, state, plans, results, summary, draft, jobs)
+            _commit(out, state, plans, results, summary, draft, jobs, progress)
         except BaseException as err:
             if sigint.seen:  # whatever the interrupt surfaced as (DuckDB and Arrow have their own)
                 raise Interrupted(
@@ -383,9 +384,10 @@ def _commit(
     summary: IngestSummary,
     draft: _DraftOnThread | None,
     jobs: int = 1,
+    progress: bool = False,
 ) -> None:
-    """Assemble the new tables (logs parsed on up to `jobs` processes), place the part files, commit
-    the catalog, drop replaced files."""
+    """Assemble the new tables (logs parsed on up to `jobs` processes, with a bar when `progress`),
+    place the part files, commit the catalog, drop replaced files."""
     if draft is None:  # no plans: nothing was asked for
         return
     import duckdb
@@ -452,7 +454,7 @@ def _commit(
         else:  # traces or counters alone: workers from the files' names and run.toml, else NCCL's logs
             workers, warns = without_captures([p.name for p in run.logs], run.meta.worker_ips)
             if not workers:
-                _parse_logs(run, new_tables, extra, summary, {}, jobs)
+                _parse_logs(run, new_tables, extra, summary, {}, jobs, progress)
                 logs_parsed = True
                 workers = from_nccl_logs(_logged_addresses(extra.get("nccl_ranks", []), run.name))
         summary.warnings += [f"{run.name}: {w}" for w in warns]
@@ -530,7 +532,7 @@ def _commit(
         )
         if not logs_parsed:
             labels = {w.key: w.label for w in workers.values()}
-            _parse_logs(run, new_tables, extra, summary, labels, jobs)
+            _parse_logs(run, new_tables, extra, summary, labels, jobs, progress)
     for name, rows in new_tables.items():
         state.replace_runs(name, touched, rows)
     state.replace_runs("_link_bins", touched, link_bins.concat(run_bins))
@@ -565,19 +567,18 @@ def _parse_logs(
     summary: IngestSummary,
     labels: dict[str, str],
     jobs: int = 1,
+    progress: bool = False,
 ) -> None:
     """Offer each text file of the run to the log parsers (on up to `jobs` processes: log_pool);
     bad lines are reported per file.
 
     `labels` maps each capture's worker key to its label: a parser table with a `worker` column gets
     the worker whose capture shares the log's `worker-<i>` stem (NULL when none or several do)."""
-    import pyarrow as pa
 
-    from tracecore.arrow_rows import array  # not pa.array: it imports pandas
     from tracecore.ingest.discover import worker_stem
     from tracecore.ingest.log_pool import parse_in_order
+    from tracecore.ingest.progress import TraceProgress
     from tracecore.logs import detect_parser
-    from tracecore.logs._collectives import claim_ranks
 
     by_stem: dict[str, list[str]] = {}
     for key, label in labels.items():
@@ -595,39 +596,71 @@ def _parse_logs(
         detected.append((path, nested, parser))
     owner: dict[tuple, str] = {}
     parsed_files = parse_in_order([(path, parser) for path, _, parser in detected], jobs)
-    for (path, nested, parser), parsed in zip(detected, parsed_files, strict=True):
-        if isinstance(parsed, str):
-            summary.problems.append((str(path), parsed))
-            continue
-        refused = claim_ranks(owner, str(path), {parser.table: parsed.table, **parsed.more})
-        if refused is not None:
-            kept, (source, comm, rank) = refused
-            what = "steps" if comm == "steps" else f"communicator {comm}"
-            summary.warnings.append(
-                f"{path}: records rank {rank} of {source} {what}, as {kept} does; not read (one file per"
-                " rank and source: its collectives would count twice)"
-            )
-            continue
-        if parsed.bad_lines:
-            example = parsed.first_bad[0] if parsed.first_bad else ""
-            summary.problems.append((str(path), f"{parsed.bad_lines} unparseable line(s); first: {example}"))
-        summary.warnings += [f"{path}: {warning}" for warning in parsed.warnings]
-        stem = worker_stem(path.name)
-        owners = by_stem.get(stem, []) if stem is not None else []
-        worker = owners[0] if len(owners) == 1 else None
-        relative = f"{path.parent.name}/{path.name}" if nested else None
-        for name, table in ((parser.table, parsed.table), *parsed.more.items()):
-            if "worker" in table.column_names:
-                at = table.column_names.index("worker")
-                table = table.set_column(at, "worker", array([worker] * table.num_rows, pa.string()))
-            if relative is not None and "file" in table.column_names:  # the file's place in its run
-                at = table.column_names.index("file")
-                table = table.set_column(at, "file", array([relative] * table.num_rows, pa.string()))
-            table = table.add_column(0, "run", array([run.name] * table.num_rows, pa.string()))
-            if name in tables:
-                tables[name] += table.to_pylist()
-            else:
-                extra.setdefault(name, []).append(table)
+    sizes = [_size_of(path) for path, _, _ in detected]
+    with TraceProgress(run.name, sum(sizes), len(detected), progress) as bar:
+        for (path, nested, parser), parsed, size in zip(detected, parsed_files, sizes, strict=True):
+            bar.file_done(size)
+            _add_parsed(run, path, nested, parser, parsed, owner, by_stem, tables, extra, summary)
+
+
+def _size_of(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _add_parsed(
+    run: RunSource,
+    path: Path,
+    nested: bool,
+    parser: LogParser,
+    parsed: ParsedLog | str,
+    owner: dict[tuple, str],
+    by_stem: dict[str, list[str]],
+    tables: dict[str, list],
+    extra: dict[str, list],
+    summary: IngestSummary,
+) -> None:
+    """One parsed log file's rows into the run's tables, its problems and warnings into the summary."""
+    import pyarrow as pa
+
+    from tracecore.arrow_rows import array  # not pa.array: it imports pandas
+    from tracecore.ingest.discover import worker_stem
+    from tracecore.logs._collectives import claim_ranks
+
+    if isinstance(parsed, str):
+        summary.problems.append((str(path), parsed))
+        return
+    refused = claim_ranks(owner, str(path), {parser.table: parsed.table, **parsed.more})
+    if refused is not None:
+        kept, (source, comm, rank) = refused
+        what = "steps" if comm == "steps" else f"communicator {comm}"
+        summary.warnings.append(
+            f"{path}: records rank {rank} of {source} {what}, as {kept} does; not read (one file per"
+            " rank and source: its collectives would count twice)"
+        )
+        return
+    if parsed.bad_lines:
+        example = parsed.first_bad[0] if parsed.first_bad else ""
+        summary.problems.append((str(path), f"{parsed.bad_lines} unparseable line(s); first: {example}"))
+    summary.warnings += [f"{path}: {warning}" for warning in parsed.warnings]
+    stem = worker_stem(path.name)
+    owners = by_stem.get(stem, []) if stem is not None else []
+    worker = owners[0] if len(owners) == 1 else None
+    relative = f"{path.parent.name}/{path.name}" if nested else None
+    for name, table in ((parser.table, parsed.table), *parsed.more.items()):
+        if "worker" in table.column_names:
+            at = table.column_names.index("worker")
+            table = table.set_column(at, "worker", array([worker] * table.num_rows, pa.string()))
+        if relative is not None and "file" in table.column_names:  # the file's place in its run
+            at = table.column_names.index("file")
+            table = table.set_column(at, "file", array([relative] * table.num_rows, pa.string()))
+        table = table.add_column(0, "run", array([run.name] * table.num_rows, pa.string()))
+        if name in tables:
+            tables[name] += table.to_pylist()
+        else:
+            extra.setdefault(name, []).append(table)
 
 
 def _logged_addresses(tables: list, run: str) -> list[list[str]]:

@@ -80,3 +80,49 @@ class IngestProgress:
             if remaining_bytes > 0:
                 self._progress.advance(self._task, remaining_bytes)
             self._refresh()
+
+
+class TraceProgress:
+    """Context manager for the logs and traces of a run: `file_done(nbytes)` per file parsed, with
+    MB/s of input, shown only when asked and the files are big enough to take a while."""
+
+    MIN_BYTES = 16 << 20  # below this a run's logs parse in about a second: no bar
+
+    def __init__(self, run: str, total_bytes: int, total_files: int, enabled: bool):
+        self.enabled = enabled and total_bytes >= self.MIN_BYTES
+        self.files, self.total_files = 0, total_files
+        if self.enabled:
+            from rich.console import Console
+            from rich.markup import escape
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TransferSpeedColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn(f"[bold]traces[/bold] {escape(run[:40])}", markup=True),
+                BarColumn(),
+                TextColumn("{task.fields[files]}"),
+                TransferSpeedColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            self._task = self._progress.add_task("traces", total=max(total_bytes, 1), files="")
+
+    def __enter__(self) -> TraceProgress:
+        if self.enabled:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._progress.stop()
+
+    def file_done(self, nbytes: int) -> None:
+        self.files += 1
+        if self.enabled:
+            self._progress.update(self._task, advance=nbytes, files=f"{self.files}/{self.total_files} files")
