@@ -11,13 +11,49 @@ times on the same host clock). `distributedInfo` names the rank and the process 
                          calling thread inside record_param_comms, for gloo on gloo's own thread when
                          the collective runs (with "Input Dims" and "Input type": the message)
     c10d::allreduce_, …  cpu_op of the call, used when a trace has no record_param_comms
-    ncclDevKernel_* / ncclKernel_*   the collective's GPU kernel (kind communication); every other
+    NCCL's kernels       the collective's GPU kernel (kind communication; names below); every other
                          kernel, memcpy and memset is a row of `profiler_kernels` too
 
 One collective is one call: its kernel gives start/end (`gpu_kernel`), else the backend's work
 (`backend_work`: gloo), else the call itself (`cpu_call`). A gloo work annotation is paired with the
 call of the same operation in issue order. Events are kept only when they are one of these, so
 memory grows with the collectives, steps and kernels, not with the file.
+
+A collective's kernel is named by the NCCL (or RCCL) release that ran it, as CUPTI demangles it
+(`_COMM_KERNEL_FORMS`, matched at the name's start; read from NVIDIA/nccl's sources at each tag):
+
+    2.3          ncclAllReduceKernel_sum_f32, ncclAllReduceLLKernel_sum_f32
+    2.4 – 2.7    ncclAllReduceRingLLKernel_sum_f32, …TreeLL…, …CollNetLL… (2.6),
+                 ncclSendRecvKernel_copy_i8 (2.7)
+    2.8 – 2.18   ncclKernel_AllReduce_RING_LL_Sum_float, ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t
+    2.19 – 2.30  ncclDevKernel_AllReduce_Sum_f32_RING_LL, ncclDevKernel_AllGather_RING_LL,
+                 ncclDevKernel_SendRecv, ncclDevKernel_Generic (RCCL: ncclDevKernel_Generic_1/_2/_4);
+                 (ncclDevKernelArgsStorage<4096ul>) as their argument from 2.22
+    2.19 – 2.30  (anonymous namespace)::oneRankReduce<FuncPreMulSum<float> > (one-rank communicator)
+    2.27         ncclSymDevKernel_AllReduce_AGxLL_R_sum_f32 (symmetric memory)
+    2.28 – 2.30  ncclSymkDevKernel_AllReduce_AGxLL_R_sum_f32, ncclSymkDevKernel_AllGather_LL, …
+    RCCL         mscclKernel_Sum_float_LL… (its MSCCL algorithms)
+
+2.28's copy-engine collectives run no kernel (copies only). A kernel of no known form whose name
+holds "nccl", "rccl" or "msccl", or that carries a collective's "Collective name" (Kineto copies
+record_param_comms' metadata onto the kernels it launched) while its collective has no known NCCL
+kernel, is taken as communication and counted in one warning; a trace whose NCCL collectives got no
+communication kernel at all while it has GPU kernels says so in a warning too (never a silent zero).
+
+Kineto's format across releases (libkineto's output_json.cpp), all read:
+
+    before 2021-06   host operators and annotations "Operator", GPU annotations "User"
+    to 2022-05       GPU annotations "gpu_user_Annotation"
+    to 2022-04       kernels "Kernel", copies "Memcpy"/"Memset", their link "external id" (none at
+                     all from 2021-11: such a kernel is not linked to its call; the GPU annotation
+                     still times the collective)
+    to 2023-12       record_param_comms' "In msg size"/"Out msg size" (element counts, since renamed
+                     "In msg nelems"/"Out msg nelems")
+    to 2024-04       "Process Group ID" (since "Process Group Name")
+    to 2024-05       no baseTimeNanoseconds: ts are Unix µs (method absolute_us)
+
+and a record_param_comms without "Collective name" (older PyTorch; "coalesced" records) takes its
+operation, bytes and dtype from the backend's work annotation nested in it.
 """
 
 from __future__ import annotations
@@ -57,20 +93,52 @@ SOURCE = "pytorch_profiler"
 _WORK = re.compile(r"^(nccl|gloo|mpi|ucc|xccl|hccl|rccl):([A-Za-z_]{1,64})$")
 _STEP = re.compile(r"^ProfilerStep#(\d{1,12})$")
 _C10D = re.compile(r"^c10d::([A-Za-z_]{1,64})$")
-_COMM_KERNEL = ("ncclDevKernel", "ncclKernel")
+# The collective kernels' names by NCCL release (the module docstring's table), in one pattern
+_COMM_KERNEL_FORMS = (
+    ("2.3-2.7", r"nccl(?:AllReduce|AllGather|ReduceScatter|Reduce|Broadcast|SendRecv)\w*?Kernel_"),
+    ("2.8-2.18", r"ncclKernel_"),
+    ("2.19-2.30, RCCL", r"ncclDevKernel"),
+    ("2.19-2.30 one rank", r"(?:void )?(?:\(anonymous namespace\)::)?oneRankReduce<"),
+    ("2.27", r"ncclSymDevKernel_"),
+    ("2.28-2.30", r"ncclSymkDevKernel_"),
+    ("RCCL MSCCL", r"mscclKernel_"),
+)
+_COMM_KERNEL = re.compile("|".join(f"(?:{form})" for _, form in _COMM_KERNEL_FORMS))
+_NCCL_LIKE = re.compile(r"nccl|rccl|msccl", re.IGNORECASE)  # a name of no known form, still NCCL's
+_CPU_BACKENDS = ("gloo", "mpi")  # their collectives run no GPU kernel
+# Kineto's categories, old and new (the module docstring), as `_Trace.add` reads them
+_CATEGORY = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "gpu_memcpy",
+    "Memcpy": "gpu_memcpy",
+    "gpu_memset": "gpu_memset",
+    "Memset": "gpu_memset",
+    "cpu_op": "cpu_op",
+    "Operator": "cpu_op",
+    "user_annotation": "user_annotation",
+    "gpu_user_annotation": "gpu_user_annotation",
+    "gpu_user_Annotation": "gpu_user_annotation",
+    "User": "gpu_user_annotation",
+}
 _KINDS = ("communication", "compute", "memcpy", "memset")
 # the mapping's stated error: CUPTI and the host's clock, both Unix time on the host that captured
 ERROR_NS = 1_000_000
 ABSOLUTE_US = 1e15  # ts beyond this is already Unix µs (traces written before baseTimeNanoseconds)
 INT32, INT64 = range(-(2**31), 2**31), range(-(2**63), 2**63)
 # records `_Trace.add` has no use for, told by Kineto's leading "ph", "cat" and "name" (unescaped):
-# every phase but X, and complete events of any other category than those read, or host operators
-# other than record_param_comms and c10d's calls
+# every phase but X, and complete events of any other category than those read (`_CATEGORY`), or
+# host operators other than record_param_comms and c10d's calls
 _UNUSED = skippable_record(
-    r'\{\s*+"ph":\s*+"(?:[^X"\\]"|X",\s*+"cat":\s*+"(?:(?!(?:kernel|gpu_memcpy|gpu_memset|cpu_op|'
-    r'user_annotation|gpu_user_annotation)")[A-Za-z_]++"|cpu_op",\s*+"name":\s*+"'
-    r'(?!record_param_comms"|c10d::)[^"\\]*+"))'
+    r'\{\s*+"ph":\s*+"(?:[^X"\\]"|X",\s*+"cat":\s*+"(?:(?!(?:' + "|".join(_CATEGORY) + r')")[A-Za-z_]++"'
+    r'|cpu_op",\s*+"name":\s*+"(?!record_param_comms"|c10d::)[^"\\]*+"))'
 )
+
+
+def _nccl_like(name: str) -> bool:
+    """Whether a kernel's name holds "nccl", "rccl" or "msccl" in any case (a cheap test first: most
+    names are long C++ templates)."""
+    return ("ccl" in name or "CCL" in name) and _NCCL_LIKE.search(name) is not None
 
 
 def detect(head: str) -> bool:
@@ -93,6 +161,12 @@ class _Trace:
         self.works: list[dict] = []  # nccl:/gloo: annotations on the host
         self.gpu_work: dict[int, tuple[int, int]] = {}  # External id → span of its GPU annotation
         self.comm_kernels: dict[int, list[int]] = {}  # External id → [start, end] of its kernels
+        # kernels of no NCCL name that carry a collective's "Collective name": External id → (the first
+        # one's name, their rows in `kernels`)
+        self.launched: dict[int, tuple[str, list[int]]] = {}
+        self.guessed, self.guessed_name = 0, ""  # kernels taken as communication though of no known form
+        self.call_exts: set[int] = set()  # External ids of the record_param_comms calls read so far
+        self.call_kernels, self.call_kernel_name = 0, ""  # compute kernels of those calls
         self.steps: dict[int, dict] = {}
         self.kernels = {k: array("q") for k in ("device", "stream", "kind", "start", "end")}
         self.pid: int | None = None
@@ -101,24 +175,29 @@ class _Trace:
     def add(self, line: int, rec: dict, bad: BadLines) -> None:
         if rec.get("ph") != "X":
             return
-        name, cat = rec.get("name"), rec.get("cat")
+        name, category = rec.get("name"), rec.get("cat")
+        cat = _CATEGORY.get(category) if isinstance(category, str) else None
         ts, dur = us_to_ns(rec.get("ts")), us_to_ns(rec.get("dur"))
         if not isinstance(name, str) or ts is None or dur is None or dur < 0:
             bad.add(line, preview(rec), "complete event without a name, ts or dur")
             return
         self.min_ts = ts if self.min_ts is None else min(self.min_ts, ts)
         args = rec.get("args") if isinstance(rec.get("args"), dict) else {}
-        ext = int_or_none(args.get("External id"))
+        ext = int_or_none(args.get("External id", args.get("external id")))
         span = {"ts": ts, "end": ts + dur, "line": line, "ext": ext, "tid": rec.get("tid"), "args": args}
         if cat in ("kernel", "gpu_memcpy", "gpu_memset"):
             self._kernel(name, cat, span)
         elif cat == "cpu_op" and name == "record_param_comms":
             self.calls.append(span | {"name": name})
+            if ext is not None:
+                self.call_exts.add(ext)
             self._note_pid(rec)
         elif cat == "cpu_op" and (m := _C10D.match(name)):
             self.c10d.append(span | {"name": m[1]})
         elif cat in ("user_annotation", "gpu_user_annotation"):
             self._annotation(name, cat, span, rec)
+        elif category == "Operator":  # Kineto before 2021-06: annotations were operators too
+            self._annotation(name, "user_annotation", span, rec)
 
     def _note_pid(self, rec: dict) -> None:
         pid = rec.get("pid")
@@ -127,7 +206,11 @@ class _Trace:
 
     def _kernel(self, name: str, cat: str, span: dict) -> None:
         args = span["args"]
-        communication = cat == "kernel" and name.startswith(_COMM_KERNEL)
+        known = cat == "kernel" and _COMM_KERNEL.match(name) is not None
+        guessed = cat == "kernel" and not known and _nccl_like(name)
+        communication = known or guessed
+        if guessed:
+            self._guess(name)
         kind = "communication" if communication else {"kernel": "compute"}.get(cat, cat[4:])
         device, stream = int_or_none(args.get("device")) or 0, int_or_none(args.get("stream")) or 0
         if device not in INT32 or stream not in INT64 or span["end"] not in INT64:
@@ -138,9 +221,31 @@ class _Trace:
         k["kind"].append(_KINDS.index(kind))
         k["start"].append(span["ts"])
         k["end"].append(span["end"])
+        if cat == "kernel" and not communication and span["ext"] is not None:
+            if "Collective name" in args:
+                self.launched.setdefault(span["ext"], (name, []))[1].append(len(k["kind"]) - 1)
+            if span["ext"] in self.call_exts:  # Kineto writes the host's events before the GPU's
+                self.call_kernels += 1
+                self.call_kernel_name = self.call_kernel_name or name
         if communication and span["ext"] is not None:
             known = self.comm_kernels.setdefault(span["ext"], [span["ts"], span["end"]])
             known[0], known[1] = min(known[0], span["ts"]), max(known[1], span["end"])
+
+    def _guess(self, name: str, times: int = 1) -> None:
+        self.guessed += times
+        self.guessed_name = self.guessed_name or name
+
+    def adopt_launched(self) -> None:
+        """The kernels a collective launched, when none of them has an NCCL name: its communication
+        kernels all the same (a release's new name), counted with the guessed."""
+        k = self.kernels
+        for ext, (name, rows) in self.launched.items():
+            if ext in self.comm_kernels:  # its NCCL kernel is known: the others are its own compute
+                continue
+            self.comm_kernels[ext] = [min(k["start"][i] for i in rows), max(k["end"][i] for i in rows)]
+            for i in rows:
+                k["kind"][i] = _KINDS.index("communication")
+            self._guess(name, len(rows))
 
     def _annotation(self, name: str, cat: str, span: dict, rec: dict) -> None:
         step = _STEP.match(name)
@@ -191,21 +296,6 @@ def _assemble(trace: _Trace, info: dict) -> list[dict]:
     used: set[int] = set()
     for call in sorted(trace.calls, key=lambda c: c["ts"]):
         args = call["args"]
-        dtype = dtype_name(args.get("dtype"))
-        op = op_name(args.get("Collective name"))
-        # bytes as NCCL counts them: a reduce-scatter's count is each rank's output
-        nelems = int_or_none(args.get("Out msg nelems" if op == "reduce_scatter" else "In msg nelems"))
-        row = {
-            "op": op,
-            "source_op": str(args.get("Collective name"))[:64],
-            "bytes": nelems * DTYPE_BYTES[dtype] if nelems is not None and dtype else None,
-            "dtype": dtype,
-            "comm": str(args["Process Group Name"])[:64] if "Process Group Name" in args else None,
-            "comm_size": int_or_none(args.get("Group size")),
-            "rank": int_or_none(args.get("Rank")),
-            "call": (call["ts"], call["end"]),
-            "line": call["line"],
-        }
         nested = next(
             (
                 w
@@ -216,6 +306,28 @@ def _assemble(trace: _Trace, info: dict) -> list[dict]:
         )
         if nested is not None:
             used.add(id(nested))
+        named = args.get("Collective name")  # absent in older traces: the nested work names it
+        op = op_name(named) or (op_name(nested["op"]) if nested is not None else None)
+        dtype = dtype_name(args.get("dtype"))
+        # bytes as NCCL counts them: a reduce-scatter's count is each rank's output ("… msg size" to 2023)
+        side = "Out" if op == "reduce_scatter" else "In"
+        nelems = int_or_none(args.get(f"{side} msg nelems", args.get(f"{side} msg size")))
+        size = nelems * DTYPE_BYTES[dtype] if nelems is not None and dtype else None
+        if size is None and nested is not None and op != "reduce_scatter":
+            size, work_dtype = _message(nested["args"])
+            dtype = dtype or work_dtype
+        group = args.get("Process Group Name", args.get("Process Group ID"))  # "… ID" to 2024-04
+        row = {
+            "op": op,
+            "source_op": str(named)[:64] if named is not None else nested["name"] if nested else None,
+            "bytes": size,
+            "dtype": dtype,
+            "comm": str(group)[:64] if group is not None else None,
+            "comm_size": int_or_none(args.get("Group size")),
+            "rank": int_or_none(args.get("Rank")),
+            "call": (call["ts"], call["end"]),
+            "line": call["line"],
+        }
         kernel = trace.comm_kernels.get(call["ext"]) if call["ext"] is not None else None
         gpu = trace.gpu_work.get(nested["ext"]) if nested is not None and nested["ext"] is not None else None
         if kernel is not None or gpu is not None:
@@ -275,12 +387,15 @@ def parse(path: Path) -> ParsedLog:
         base, method = 0, "absolute_us"  # traces written before Kineto had a base: Unix µs
     elif base is None and trace.min_ts is not None:
         bad.add(0, "", "no baseTimeNanoseconds: the trace's times stay relative and are not stored")
+    backend = str(info["backend"]).lower()[:32] if isinstance(info.get("backend"), str) else None
+    if backend not in _CPU_BACKENDS:
+        trace.adopt_launched()
     rows = _assemble(trace, info)
+    warnings += _unrecognised(trace, rows, backend)
     rank = int_or_none(info.get("rank"))
     if rank is not None and rank not in INT32:
         bad.add(0, str(rank)[:40], "distributedInfo.rank is not a rank; not stored")
         rank = None
-    backend = str(info["backend"]).lower()[:32] if isinstance(info.get("backend"), str) else None
     host = meta["host_name"][:255] if isinstance(meta.get("host_name"), str) else None
     name = Path(path).name
     unix = Clock(base)  # each time checked: one outside PLAUSIBLE_NS is not stored, and counted
@@ -359,6 +474,37 @@ def parse(path: Path) -> ParsedLog:
         },
         warnings=warnings,
     )
+
+
+def _unrecognised(trace: _Trace, rows: list[dict], backend: str | None) -> list[str]:
+    """One warning for the kernels taken as communication though of no known NCCL name, one for NCCL
+    collectives with no communication kernel at all in a trace with GPU kernels: what a name-only
+    match silently counts as zero communication when a release renames its kernels."""
+    warnings = []
+    if trace.guessed:
+        warnings.append(
+            f"{trace.guessed} GPU kernel(s) of no known NCCL kernel name (e.g. {_cut(trace.guessed_name)!r})"
+            " taken as communication: named like NCCL's, or launched by a collective"
+        )
+    nccl = [r for r in rows if (r.get("backend") or backend) not in _CPU_BACKENDS and r["comm_size"] != 1]
+    kinds = trace.kernels["kind"]
+    if nccl and _KINDS.index("communication") not in kinds and _KINDS.index("compute") in kinds:
+        seen = (
+            f" (the kernels they launched are named like {_cut(trace.call_kernel_name)!r}"
+            f" ×{trace.call_kernels})"
+            if trace.call_kernels
+            else ""
+        )
+        warnings.append(
+            f"{len(nccl)} of {len(nccl)} NCCL collectives have no GPU kernel recognised as NCCL's{seen}:"
+            " their kernels count as compute, and their times are their GPU annotations' or host calls'"
+        )
+    return warnings
+
+
+def _cut(name: str, limit: int = 60) -> str:
+    """A kernel's name for a warning: at most `limit` characters, … where cut."""
+    return name if len(name) <= limit else name[: limit - 1] + "…"
 
 
 def _kernels(trace: _Trace, file: str, rank: int | None, unix: Clock) -> pa.Table:
