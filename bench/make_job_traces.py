@@ -94,6 +94,7 @@ NCCL_LINE_MAX = 1024  # NCCL formats a log line in a buffer of this many charact
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _WORK = re.compile(r"^(nccl|gloo|mpi|ucc|xccl|hccl|rccl):[A-Za-z_]+$")
 _COMM_KERNEL = ("ncclDevKernel", "ncclKernel")
+_THIN_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "user_annotation")
 _PAD_CATS = ("cpu_op", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset")
 _DTYPE_BYTES = {"Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Int": 4, "Long": 8, "Byte": 1, "Char": 1}
 _COLL_NAMES = {
@@ -191,8 +192,16 @@ class Template:
     run_toml: str
 
 
-def load_template(folder: Path, rank: int, delay_ns: int) -> Template:
-    """Read the template rank's trace and NCCL log and cut the trace into its steps."""
+def _thin_keeps(e: dict) -> bool:
+    """What `--thin` keeps: the steps, the collectives' calls and annotations and the GPU's activities
+    (everything tracecore's collectives views and HTA's GPU breakdowns read); host operators, runtime
+    calls and flow arrows are left out."""
+    return e["ph"] == "X" and (e.get("cat") in _THIN_CATS or e.get("name") == "record_param_comms")
+
+
+def load_template(folder: Path, rank: int, delay_ns: int, thin: bool = False) -> Template:
+    """Read the template rank's trace and NCCL log and cut the trace into its steps (`thin`: only
+    what `_thin_keeps`)."""
     trace = folder / f"kineto-rank{rank}.json"
     if not trace.is_file():
         raise GenerationError(f"{trace}: no such trace (--template, --template-rank)")
@@ -247,6 +256,8 @@ def load_template(folder: Path, rank: int, delay_ns: int) -> Template:
     if not isinstance(pid, int):
         raise GenerationError(f"{trace}: no record_param_comms (the collectives' calls)")
     for p in periods:
+        if thin:
+            p.events = [e for e in p.events if _thin_keeps(e)]
         _plan_straggler(p, delay_ns, trace)
     log_name, lines = _template_log(folder, rank, pid)
     toml = _run_toml(folder)
@@ -827,7 +838,7 @@ def generate(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     delay = round(args.straggler_ms * 1e6)
     planted = args.stragglers > 0 and args.ranks > 1
-    template = load_template(args.template, args.template_rank, delay if planted else 0)
+    template = load_template(args.template, args.template_rank, delay if planted else 0, args.thin)
     for p in template.periods:  # a straggler's kernels start later; the delay must fit in them
         if not p.collectives:
             raise GenerationError(f"{template.trace}: step {p.step} has no collective")
@@ -873,6 +884,7 @@ def generate(args: argparse.Namespace) -> dict:
         "ranks": args.ranks,
         "steps": args.steps,
         "pad": job.pad,
+        "thin": args.thin,
         "rank_mb": args.rank_mb,
         "gzip_level": GZIP_LEVEL if args.gzip else None,
         "inspector": args.inspector,
@@ -905,6 +917,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="seed of the stragglers and skews (default 1)")
     ap.add_argument("--gzip", action="store_true", help=f"write .json.gz (gzip level {GZIP_LEVEL})")
     ap.add_argument("--inspector", action="store_true", help="NCCL Inspector files too")
+    ap.add_argument(
+        "--thin",
+        action="store_true",
+        help="only steps, collectives and GPU activities (no host operators): many ranks in little disk",
+    )
     ap.add_argument("--template", type=Path, default=TEMPLATE, help="run folder of the template trace")
     ap.add_argument("--template-rank", type=int, default=0, help="the rank every rank is made from")
     ap.add_argument("--jobs", type=int, default=2, help="processes writing ranks (default 2)")

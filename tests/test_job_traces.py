@@ -214,3 +214,24 @@ def test_gzip_and_inspector_give_the_same_rows(plain: tuple[dict, Path], tmp_pat
     assert all(last in packed["stragglers"] for last, _ in found)
     floor = packed["straggler_delay_ns"] - 2 * packed["skew_us"] * 1000 - 1000  # the Inspector's whole µs
     assert all(spread >= floor for _, spread in found)
+
+
+def test_a_thin_job_gives_the_same_collectives_steps_kernels_and_breakdown(
+    plain: tuple[dict, Path], tmp_path: Path
+) -> None:
+    """--thin leaves out only what tracecore's collectives views do not read (host operators, runtime
+    calls, flow arrows): every row they answer from is the plain job's."""
+    manifest, data = plain
+    thin = make(tmp_path / "out", "--thin", "--jobs", "1")
+    assert thin["thin"] is True
+    assert sum(e["bytes"] for e in thin["per_rank"]) < sum(e["bytes"] for e in manifest["per_rank"]) / 2
+    lean = ingest(thin["folder"], tmp_path / "data")
+    for sql in (
+        "SELECT rank, seq, step, op, bytes, start_ns, end_ns, call_start_ns, call_end_ns FROM collectives"
+        " ORDER BY ALL",
+        "SELECT rank, step, start_ns, end_ns, gpu_start_ns, gpu_end_ns FROM profiler_steps ORDER BY ALL",
+        "SELECT rank, kind, start_ns, end_ns FROM profiler_kernels ORDER BY ALL",
+        f"SELECT rank, step, {STEP_COLUMNS} FROM step_breakdown ORDER BY ALL",
+        "SELECT seq, last_rank, spread_ns FROM collective_stragglers ORDER BY ALL",
+    ):
+        assert rows(lean, sql) == rows(data, sql), sql
