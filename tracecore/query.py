@@ -11,6 +11,7 @@ Values travel as prepared-statement parameters, never spliced into SQL text.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import socket
@@ -397,10 +398,10 @@ def _query_error(con: duckdb.DuckDBPyConnection, err: Exception) -> UsageError |
     missing = _MISSING_FILE.search(str(err))
     if missing is None or Path(missing.group(1)).exists():
         return UsageError(_first_line(err))
-    try:
-        parts = [path for (path,) in con.execute("SELECT path FROM _files").fetchall()]
-    except duckdb.Error:  # not a catalog's connection
-        parts = []
+    parts = []
+    for table in ("_files", "_trace_parts"):
+        with contextlib.suppress(duckdb.Error):  # not a catalog's connection (or one before trace parts)
+            parts += [path for (path,) in con.execute(f"SELECT path FROM {table}").fetchall()]
     if any(missing.group(1).endswith(f"/{part}") for part in parts):
         return DatasetError(
             f"{missing.group(1)}: this part file is gone: the dataset was ingested again twice since this "

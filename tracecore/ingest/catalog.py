@@ -43,6 +43,7 @@ from tracecore.ingest.layout import (
     PART_PATH,
     STATE_DIR,
     TABLES_DIR,
+    TRACE_PART_PATH,
     LinkCheck,
     check_own,
     default_data_dir,
@@ -74,6 +75,8 @@ _DUCK_TYPES = {  # by Arrow type name: pyarrow is imported only where a catalog 
     "uint16": "USMALLINT",
     "uint8": "UTINYINT",
     "bool": "BOOLEAN",
+    "int32": "INTEGER",
+    "string": "VARCHAR",
 }
 
 DEDUP_RULE = """\
@@ -132,15 +135,22 @@ def _extra_tables(meta: dict[str, str], path: Path) -> list[str]:
     return names
 
 
-def _check_part_paths(paths: list[str], path: Path) -> None:
-    """Why: the views read the files `_files` names, so a received catalog may name only part files
-    inside its own packets/ folder."""
+def _check_part_paths(
+    paths: list[str], path: Path, pattern: re.Pattern[str] = PART_PATH, where: str = "_files names"
+) -> None:
+    """Why: the views read the files `_files` (and `_trace_parts`) name, so a received catalog may name
+    only part files inside its own packets/ (and traces/) folder."""
     for rel in paths:
-        if not isinstance(rel, str) or not PART_PATH.fullmatch(rel) or "/../" in f"/{rel}/":
+        if not isinstance(rel, str) or not pattern.fullmatch(rel) or "/../" in f"/{rel}/":
+            under = "traces/" if pattern is TRACE_PART_PATH else "packets/"
             raise DatasetError(
-                f"{path}: _files names {rel!r}, which is not a part file under packets/; this catalog "
+                f"{path}: {where} {rel!r}, which is not a part file under {under}; this catalog "
                 "was not written by tracecore: re-ingest the captures into a new --out"
             )
+
+
+# either kind of part file (a retired one may be of either)
+_ANY_PART = re.compile(f"(?:{PART_PATH.pattern})|(?:{TRACE_PART_PATH.pattern})")
 
 
 def views_fingerprint() -> str:
@@ -275,6 +285,33 @@ def packets_all_sql(
     return "\nUNION ALL\n".join(scans)
 
 
+def trace_parts_sql(root: Path, table: str, files: list[str], runs: list[str] | None = None) -> str:
+    """Every row of trace table `table` (dataset_tables.SPILLED_SCHEMAS) from its part files, `run`
+    (the hive key, shortened folder names mapped back as in `packets_all_sql`) first; read from the
+    folder the catalog was written in, or a copy's own (`written_here`)."""
+    from tracecore.ingest.dataset_tables import SPILLED_SCHEMAS
+
+    schema = SPILLED_SCHEMAS[table]
+    if not files:
+        return "SELECT " + ", ".join(f"{_null(f)} AS {f.name}" for f in schema) + " WHERE false"
+    from tracecore.ingest.layout import shortened_keys
+
+    long_names = sorted(shortened_keys(sorted(set(runs or ()))).items())
+    run = "run"
+    if long_names:
+        whens = " ".join(f"WHEN {_lit(key)} THEN {_lit(name)}" for key, name in long_names)
+        run = f"CASE run {whens} ELSE run END"
+    columns = ", ".join(f.name for f in schema if f.name != "run")
+    absolute = ", ".join(_lit(str(root / f)) for f in files)
+    relative = ", ".join(_lit(f) for f in files)
+    return (
+        f"SELECT {run} AS run, {columns} FROM read_parquet("
+        f"CASE WHEN current_setting('file_search_path') <> '' THEN [{relative}] "
+        f"WHEN {written_here(root)} THEN [{absolute}] ELSE error({not_here(root)}) END,"
+        " hive_partitioning = true, hive_types = {'run': VARCHAR})"
+    )
+
+
 def packets_sql(workers: list[dict]) -> str:
     """The de-duplicated view (see DEDUP_RULE), with literal per-worker conditions for pruning."""
     return (
@@ -355,7 +392,7 @@ def install_views(con: duckdb.DuckDBPyConnection) -> list[str]:
     """
     import pyarrow as pa
 
-    from tracecore.ingest.dataset_tables import BASE_SCHEMAS
+    from tracecore.ingest.dataset_tables import BASE_SCHEMAS, SPILLED_SCHEMAS
 
     for name, schema in BASE_SCHEMAS.items():
         con.register("_incoming", pa.Table.from_batches([], schema=schema))
@@ -363,6 +400,8 @@ def install_views(con: duckdb.DuckDBPyConnection) -> list[str]:
         con.unregister("_incoming")
     con.execute("CREATE OR REPLACE VIEW packets_all AS " + packets_all_sql(Path("/"), []))
     con.execute("CREATE OR REPLACE VIEW packets AS SELECT * FROM packets_all")
+    for name in SPILLED_SCHEMAS:
+        con.execute(f"CREATE OR REPLACE VIEW {_ident(name)} AS " + trace_parts_sql(Path("/"), name, []))
     con.execute(LINK_BINS_FROM_PACKETS)
     try:
         views.install(con)
@@ -376,9 +415,11 @@ def fill_catalog(
 ) -> None:
     """The tables, `_meta` and the packet views of `state` (over the part files under `root`);
     `state_files`: `write_state`'s record of ingest's own copy of the tables, kept in `_meta`."""
-    from tracecore.ingest.dataset_tables import BASE_SCHEMAS
+    from tracecore.ingest.dataset_tables import BASE_SCHEMAS, SPILLED_SCHEMAS
 
     for name, table in state.tables.items():
+        if name in SPILLED_SCHEMAS:  # a dataset written before they were part files, until its next ingest
+            con.execute(f"DROP VIEW IF EXISTS {_ident(name)}")
         con.register("_incoming", table)
         con.execute(f"CREATE OR REPLACE TABLE {_ident(name)} AS SELECT * FROM _incoming")
         con.unregister("_incoming")
@@ -412,6 +453,13 @@ def fill_catalog(
     workers = state.rows("workers")
     con.execute(packets_sql(workers))
     con.execute(link_bins_sql(con, workers))
+    traces = state.tables["_trace_parts"]
+    for name in SPILLED_SCHEMAS:
+        if name in state.tables:
+            continue
+        rows = [r for r in traces.select(["path", "run", "table"]).to_pylist() if r["table"] == name]
+        paths, runs = sorted(r["path"] for r in rows), [r["run"] for r in rows]
+        con.execute(f"CREATE OR REPLACE VIEW {_ident(name)} AS " + trace_parts_sql(root, name, paths, runs))
 
 
 class CatalogDraft:
@@ -677,9 +725,13 @@ def load_state(out: Path) -> State:
         tables["_files"] = _with_read_version(tables["_files"], version)
         paths = tables["_files"]["path"].to_pylist()
         _check_part_paths(paths, path)
+        trace_paths = tables["_trace_parts"]["path"].to_pylist()
+        _check_part_paths(trace_paths, path, TRACE_PART_PATH, "_trace_parts names")
+        _check_spilled(tables["_trace_parts"]["table"].to_pylist(), path)
         retired = json.loads(meta.get("retired", "[]"))
         retired = retired if isinstance(retired, list) else [retired]
-        _check_part_paths(retired, path)
+        _check_part_paths(retired, path, _ANY_PART, "_meta.retired names")
+        paths = paths + trace_paths
         _check_read_versions(tables["_files"]["read_version"].to_pylist(), path)
         return State(
             tables=tables,
@@ -694,6 +746,18 @@ def load_state(out: Path) -> State:
         ) from err
     finally:
         con.close()
+
+
+def _check_spilled(names: list[object], path: Path) -> None:
+    """`_trace_parts.table` names only the trace tables stored as part files: why: it names views."""
+    from tracecore.ingest.dataset_tables import SPILLED_SCHEMAS
+
+    for name in names:
+        if name not in SPILLED_SCHEMAS:
+            raise DatasetError(
+                f"{path}: _trace_parts names table {str(name)[:60]!r}, which tracecore does not store as "
+                "part files; this catalog was not written by tracecore: re-ingest into a new --out"
+            )
 
 
 _PART_NUMBER = re.compile(r"part-([0-9]+)\.parquet$")
@@ -884,9 +948,21 @@ def _part_files_exist(state: State, root: Path, parts: dict[str, str | None]) ->
     con = duckdb.connect()
     try:
         con.register("_files", state.tables["_files"])
+        con.register("_incoming", state.tables["_trace_parts"])
+        con.execute("CREATE TABLE _trace_parts AS SELECT * FROM _incoming")
         _part_files(con, root, parts)
     finally:
         con.close()
+
+
+def _tables_of(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The base tables of the connection's current database (a catalog's view of a table's name is
+    not one: it is not read)."""
+    rows = con.execute(
+        "SELECT table_name FROM system.main.duckdb_tables()"
+        " WHERE database_name = current_database() AND schema_name = 'main'"
+    ).fetchall()
+    return {name for (name,) in rows}
 
 
 def _part_files(con: duckdb.DuckDBPyConnection, root: Path, parts: dict[str, str | None]) -> list[str]:
@@ -896,9 +972,17 @@ def _part_files(con: duckdb.DuckDBPyConnection, root: Path, parts: dict[str, str
     `allowed_paths` allows a path, not the file a link there leads to."""
     try:
         rows = con.execute("SELECT path, run, file FROM _files ORDER BY path").fetchall()
+        traces = con.execute(
+            "SELECT path, run, file FROM _trace_parts ORDER BY path"
+            if "_trace_parts" in _tables_of(con)
+            else "SELECT NULL, NULL, NULL WHERE false"
+        ).fetchall()
     except duckdb.Error as err:
         raise DatasetError(f"{root / CATALOG_NAME}: the catalog is unreadable ({_first(err)})") from err
     _check_part_paths([path for path, _, _ in rows], root / CATALOG_NAME)
+    where = root / CATALOG_NAME
+    _check_part_paths([path for path, _, _ in traces], where, TRACE_PART_PATH, "_trace_parts names")
+    rows += traces
     links = LinkCheck(root)
     for path, _, _ in rows:
         link = links.link(path)

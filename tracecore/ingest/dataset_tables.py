@@ -113,6 +113,18 @@ FILES = pa.schema(
     ]
 )
 
+TRACE_PARTS = pa.schema(
+    [
+        ("path", pa.string()),  # relative to the dataset root: traces/<table>/run=…/part-N.parquet
+        ("run", pa.string()),
+        ("table", pa.string()),  # the trace table its rows belong to (SPILLED_SCHEMAS)
+        ("file", pa.string()),  # the log or trace (relative to its run folder) the rows came from
+        ("rows", pa.int64()),
+        ("size", pa.int64()),  # the part file as committed
+        ("checksum", pa.string()),
+    ]
+)
+
 # NCCL's own account of a run (tracecore/logs/nccl.py owns the columns): base tables, not extra
 # ones, because views read them (queries/nccl_*.sql) and a view needs its tables in every catalog.
 NCCL_SCHEMAS: dict[str, pa.Schema] = {
@@ -123,7 +135,17 @@ NCCL_SCHEMAS: dict[str, pa.Schema] = {
 # Horovod's timeline; tracecore/logs/_collectives.py owns the columns), with their clocks, profiled
 # steps and GPU kernels: base tables for the same reason (queries/collective_*.sql, step_breakdown).
 COLLECTIVE_SCHEMAS: dict[str, pa.Schema] = {
-    name: pa.schema([pa.field("run", pa.string()), *schema]) for name, schema in _collectives.TABLES.items()
+    name: pa.schema([pa.field("run", pa.string()), *schema])
+    for name, schema in _collectives.TABLES.items()
+    if name not in _collectives.SPILLED
+}
+
+# Trace tables that grow with the traces (a GPU activity per row: millions for a large job), so an
+# ingest writes each file's rows to part files as they come (traces/, `_trace_parts`) and the catalog
+# reads them as a view; never held in memory with the small tables.
+SPILLED_SCHEMAS: dict[str, pa.Schema] = {
+    name: pa.schema([pa.field("run", pa.string()), *_collectives.TABLES[name]])
+    for name in _collectives.SPILLED
 }
 
 # The NIC counter sampler's samples and its own account per file (tracecore/logs/nic_counters.py owns
@@ -141,6 +163,7 @@ BASE_SCHEMAS: dict[str, pa.Schema] = {
     "_files": FILES,
     "host_clocks": HOST_CLOCKS,
     "_link_bins": TABLE_SCHEMA,  # ingest's own, never exported (ingest/link_bins.py)
+    "_trace_parts": TRACE_PARTS,
     **NCCL_SCHEMAS,
     **COLLECTIVE_SCHEMAS,
     **COUNTER_SCHEMAS,
@@ -150,7 +173,7 @@ LATER_TABLES = (
     frozenset(NCCL_SCHEMAS)
     | frozenset(COLLECTIVE_SCHEMAS)
     | frozenset(COUNTER_SCHEMAS)
-    | {"host_clocks", "_link_bins"}
+    | {"host_clocks", "_link_bins", "_trace_parts"}
 )
 EXPORTED = ("runs", "workers", "captures", "train_log", "host_clocks", *NCCL_SCHEMAS, *COLLECTIVE_SCHEMAS,
             *COUNTER_SCHEMAS)  # fmt: skip

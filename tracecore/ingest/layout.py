@@ -29,11 +29,12 @@ if TYPE_CHECKING:
     from tracecore.errors import DatasetError
 
 # The catalog's layout; 2: packets views widen byte columns and add `ts`; 3: `_files.layers`;
-# 4: `_files.read_version`.
-FORMAT_VERSION = "4"
+# 4: `_files.read_version`; 5: `profiler_kernels` a view over part files under traces/ (`_trace_parts`).
+FORMAT_VERSION = "5"
 
 CATALOG_NAME = "tracecore.duckdb"
 PACKETS_DIR = "packets"
+TRACES_DIR = "traces"  # the big tables of traces, part files per table and run (`_trace_parts`)
 TABLES_DIR = "tables"
 STAGING = ".staging"
 MARKER = ".tracecore-dataset"  # identifies a dataset: ingest writes only into one (or an empty folder)
@@ -47,9 +48,12 @@ PART_PATH = re.compile(r"packets/run=[^/]+/worker=[^/]+/part-[0-9]+\.parquet")
 _PART_OR_LEFTOVER = re.compile(
     r"packets/run=[^/]+/worker=[^/]+/(?:part-[0-9]+\.parquet(?:\.tmp)?|\.part-[0-9]+\.parquet\.upgrade\.parquet)"
 )
+# A part file of a trace table as `_trace_parts` names it (traces/<table>/run=…/part-N.parquet).
+TRACE_PART_PATH = re.compile(r"traces/[a-z_]{1,40}/run=[^/]+/part-[0-9]+\.parquet")
+_TRACE_PART_OR_LEFTOVER = re.compile(r"traces/[a-z_]{1,40}/run=[^/]+/part-[0-9]+\.parquet(?:\.tmp)?")
 # Every name of the dataset's own at its top (the catalog's temporaries aside): none may be a link.
-OWN_ENTRIES = (CATALOG_NAME, MARKER, LOCK_NAME, PACKETS_DIR, TABLES_DIR, STATE_DIR, STAGING)
-LINKED_TREES = (PACKETS_DIR, TABLES_DIR, STATE_DIR)  # folders read or written below their top
+OWN_ENTRIES = (CATALOG_NAME, MARKER, LOCK_NAME, PACKETS_DIR, TRACES_DIR, TABLES_DIR, STATE_DIR, STAGING)
+LINKED_TREES = (PACKETS_DIR, TRACES_DIR, TABLES_DIR, STATE_DIR)  # folders read or written below their top
 
 
 def default_data_dir() -> Path:
@@ -65,6 +69,20 @@ KEY_PREFIX = 180  # bytes of escaped prefix kept of a longer one, before "~" and
 def partition(run: str, worker: str) -> str:
     """Relative hive folder of one worker; DuckDB and Polars both decode the %-escapes."""
     return f"{PACKETS_DIR}/run={partition_key(run)}/worker={partition_key(worker)}"
+
+
+def trace_partition(table: str, run: str) -> str:
+    """Relative hive folder of one run's part files of trace table `table`."""
+    return f"{TRACES_DIR}/{table}/run={partition_key(run)}"
+
+
+def is_part_path(rel: object) -> bool:
+    """A path a catalog may name as a part file: under packets/ or traces/, in tracecore's form."""
+    return (
+        isinstance(rel, str)
+        and bool(PART_PATH.fullmatch(rel) or TRACE_PART_PATH.fullmatch(rel))
+        and "/../" not in f"/{rel}/"
+    )
 
 
 def partition_key(value: str) -> str:
@@ -271,7 +289,7 @@ def read_own(path: Path, out: Path) -> bytes:
 
 
 def readable_parts(out: Path) -> dict[str, str | None]:
-    """Every file under packets/ named as a part file (`PART_PATH`), by its path relative to `out`,
+    """Every file under packets/ and traces/ named as a part file, by its path relative to `out`,
     with why it may not be read (`foreign`, a symbolic link on its way) or None when it may.
 
     Why from the folder and not from the catalog: the query connection's `allowed_paths` is set
@@ -280,17 +298,12 @@ def readable_parts(out: Path) -> dict[str, str | None]:
     worker's file and its retired name, `place`) count as its own names."""
     folder = os.stat(out)
     found: dict[str, os.stat_result | str] = {}
-    for run in _folders(out / PACKETS_DIR, "run="):
-        for worker in _folders(Path(run.path), "worker="):
-            for entry in _entries(Path(worker.path)):
-                rel = f"{PACKETS_DIR}/{run.name}/{worker.name}/{entry.name}"
-                if not PART_PATH.fullmatch(rel):
-                    continue
-                if entry.is_symlink():
-                    found[rel] = "a symbolic link"
-                    continue
-                with contextlib.suppress(OSError):
-                    found[rel] = entry.stat(follow_symlinks=False)
+    for rel, entry in _part_entries(out):
+        if entry.is_symlink():
+            found[rel] = "a symbolic link"
+            continue
+        with contextlib.suppress(OSError):
+            found[rel] = entry.stat(follow_symlinks=False)
     names: dict[tuple[int, int], int] = {}
     for st in found.values():
         if not isinstance(st, str):
@@ -299,6 +312,23 @@ def readable_parts(out: Path) -> dict[str, str | None]:
         rel: st if isinstance(st, str) else foreign(st, folder, names[st.st_dev, st.st_ino])
         for rel, st in found.items()
     }
+
+
+def _part_entries(out: Path) -> Iterator[tuple[str, os.DirEntry]]:
+    """(path relative to `out`, entry) of every file named as a part file under packets/ and traces/
+    (`PART_PATH`, `TRACE_PART_PATH`), folders reached through no link."""
+    for run in _folders(out / PACKETS_DIR, "run="):
+        for worker in _folders(Path(run.path), "worker="):
+            for entry in _entries(Path(worker.path)):
+                rel = f"{PACKETS_DIR}/{run.name}/{worker.name}/{entry.name}"
+                if PART_PATH.fullmatch(rel):
+                    yield rel, entry
+    for table in _folders(out / TRACES_DIR, ""):
+        for run in _folders(Path(table.path), "run="):
+            for entry in _entries(Path(run.path)):
+                rel = f"{TRACES_DIR}/{table.name}/{run.name}/{entry.name}"
+                if TRACE_PART_PATH.fullmatch(rel):
+                    yield rel, entry
 
 
 def _folders(folder: Path, prefix: str) -> list[os.DirEntry]:
@@ -354,6 +384,14 @@ def recover(out: Path, referenced: set[str]) -> int:
                 path.unlink(missing_ok=True)
                 removed += 1
         prune_empty(packets)
+    traces = out / TRACES_DIR
+    if traces.is_dir():
+        for path in traces.glob("*/run=*/*part-*"):
+            rel = path.relative_to(out).as_posix()
+            if _TRACE_PART_OR_LEFTOVER.fullmatch(rel) and rel not in referenced:
+                path.unlink(missing_ok=True)
+                removed += 1
+        prune_empty(traces)
     return removed
 
 
@@ -405,5 +443,6 @@ def delete(out: Path, rels: set[str]) -> None:
     for rel in rels:
         (out / rel).unlink(missing_ok=True)
         testpause.pause("deleting")
-    if rels and (out / PACKETS_DIR).is_dir():
-        prune_empty(out / PACKETS_DIR)
+    for top in (PACKETS_DIR, TRACES_DIR):
+        if rels and (out / top).is_dir():
+            prune_empty(out / top)

@@ -49,6 +49,7 @@ from tracecore.schema import SCHEMA_VERSION, part_metadata
 if TYPE_CHECKING:
     from tracecore.ingest.catalog import CatalogDraft
     from tracecore.ingest.dataset_tables import State
+    from tracecore.ingest.trace_parts import Spill
     from tracecore.logs import LogParser, ParsedLog
 
 # Below this much capture data one process is faster than a pool: each spawned worker pays ~1-2 s of
@@ -111,7 +112,10 @@ def ingest(
         state = _load_state(out, force)
         stage = out / layout.STAGING / uuid.uuid4().hex[:12]
         try:
-            layout.recover(out, set(state.tables["_files"]["path"].to_pylist()) | set(state.retired))
+            named = (
+                state.tables["_files"]["path"].to_pylist() + state.tables["_trace_parts"]["path"].to_pylist()
+            )
+            layout.recover(out, set(named) | set(state.retired))
             if state.schema_version < SCHEMA_VERSION:
                 upgrade_parts(out, state)
                 state.schema_version = SCHEMA_VERSION  # what the commit records
@@ -392,10 +396,14 @@ def _commit(
         return
     import duckdb
 
+    from tracecore.arrow_rows import table_from_rows
+    from tracecore.ingest import trace_parts
     from tracecore.ingest.catalog import export_tables
+    from tracecore.ingest.dataset_tables import BASE_SCHEMAS
 
     old_files = state.rows("_files")
-    old_paths = {f["path"] for f in old_files}
+    old_paths = {f["path"] for f in old_files} | set(state.tables["_trace_parts"]["path"].to_pylist())
+    spill = trace_parts.Spill(out / layout.STAGING / f"traces-{uuid.uuid4().hex[:12]}")
     old_ids = {f["path"]: (f.get("size"), f.get("checksum")) for f in old_files}
     files_by_cap = {}
     for f in old_files:
@@ -454,7 +462,7 @@ def _commit(
         else:  # traces or counters alone: workers from the files' names and run.toml, else NCCL's logs
             workers, warns = without_captures([p.name for p in run.logs], run.meta.worker_ips)
             if not workers:
-                _parse_logs(run, new_tables, extra, summary, {}, jobs, progress)
+                _parse_logs(run, new_tables, extra, summary, {}, jobs, progress, spill)
                 logs_parsed = True
                 workers = from_nccl_logs(_logged_addresses(extra.get("nccl_ranks", []), run.name))
         summary.warnings += [f"{run.name}: {w}" for w in warns]
@@ -532,16 +540,22 @@ def _commit(
         )
         if not logs_parsed:
             labels = {w.key: w.label for w in workers.values()}
-            _parse_logs(run, new_tables, extra, summary, labels, jobs, progress)
+            _parse_logs(run, new_tables, extra, summary, labels, jobs, progress, spill)
     for name, rows in new_tables.items():
         state.replace_runs(name, touched, rows)
     state.replace_runs("_link_bins", touched, link_bins.concat(run_bins))
-    for name in set(extra) | (set(state.tables) - set(new_tables) - {"_link_bins"}):
+    trace_parts.convert_legacy(state, spill, touched)
+    state.tables["_trace_parts"] = table_from_rows(
+        trace_parts.commit_rows(state, spill, touched, moves), BASE_SCHEMAS["_trace_parts"]
+    )
+    for name in set(extra) | (set(state.tables) - set(new_tables) - {"_link_bins", "_trace_parts"}):
         # other parsers' tables: a touched run's rows are replaced (or dropped when its log is gone)
         state.replace_runs(name, touched, _concat(extra[name]) if name in extra else [])
     # Files this commit stops naming stay one commit longer, for readers still planning on the old
     # catalog; those the previous commit retired are deleted once this one is in place.
-    live = set(state.tables["_files"]["path"].to_pylist())
+    live = set(state.tables["_files"]["path"].to_pylist()) | set(
+        state.tables["_trace_parts"]["path"].to_pylist()
+    )
     expired = set(state.retired) - live
     state.retired = sorted(old_paths - live)
     try:
@@ -568,9 +582,10 @@ def _parse_logs(
     labels: dict[str, str],
     jobs: int = 1,
     progress: bool = False,
+    spill: Spill | None = None,
 ) -> None:
     """Offer each text file of the run to the log parsers (on up to `jobs` processes: log_pool);
-    bad lines are reported per file.
+    bad lines are reported per file; the rows of the big trace tables go to `spill` (trace_parts).
 
     `labels` maps each capture's worker key to its label: a parser table with a `worker` column gets
     the worker whose capture shares the log's `worker-<i>` stem (NULL when none or several do)."""
@@ -600,7 +615,7 @@ def _parse_logs(
     with TraceProgress(run.name, sum(sizes), len(detected), progress) as bar:
         for (path, nested, parser), parsed, size in zip(detected, parsed_files, sizes, strict=True):
             bar.file_done(size)
-            _add_parsed(run, path, nested, parser, parsed, owner, by_stem, tables, extra, summary)
+            _add_parsed(run, path, nested, parser, parsed, owner, by_stem, tables, extra, summary, spill)
 
 
 def _size_of(path: Path) -> int:
@@ -621,11 +636,14 @@ def _add_parsed(
     tables: dict[str, list],
     extra: dict[str, list],
     summary: IngestSummary,
+    spill: Spill | None,
 ) -> None:
-    """One parsed log file's rows into the run's tables, its problems and warnings into the summary."""
+    """One parsed log file's rows into the run's tables (the big trace tables' staged in `spill`),
+    its problems and warnings into the summary."""
     import pyarrow as pa
 
     from tracecore.arrow_rows import array  # not pa.array: it imports pandas
+    from tracecore.ingest.dataset_tables import SPILLED_SCHEMAS
     from tracecore.ingest.discover import worker_stem
     from tracecore.logs._collectives import claim_ranks
 
@@ -657,7 +675,9 @@ def _add_parsed(
             at = table.column_names.index("file")
             table = table.set_column(at, "file", array([relative] * table.num_rows, pa.string()))
         table = table.add_column(0, "run", array([run.name] * table.num_rows, pa.string()))
-        if name in tables:
+        if spill is not None and name in SPILLED_SCHEMAS:
+            spill.add(run.name, name, relative or path.name, table)
+        elif name in tables:
             tables[name] += table.to_pylist()
         else:
             extra.setdefault(name, []).append(table)

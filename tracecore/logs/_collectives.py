@@ -100,6 +100,8 @@ TABLES: dict[str, pa.Schema] = {
         ]
     ),
 }
+# the tables above that grow with a trace's size: the ingest stores them as part files (dataset_tables)
+SPILLED = ("profiler_kernels",)
 
 SOURCES = ("pytorch_profiler", "nccl_inspector", "nccl_profiler", "horovod_timeline")
 
