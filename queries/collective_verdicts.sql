@@ -59,6 +59,8 @@
 --   spread_ns              last rank's start − first rank's start, ns
 --   late_rank, late_worker the rank that started last and its worker
 --   late_ns                its start − the median start of the other ranks, ns
+--   late_ranks             every rank that started min_late_ns or more after that median, the last
+--                          first (two stragglers are both named; late_rank alone is the last)
 --   joined_ns              end_ns − the last rank's start: the time with every rank in it, ns
 --   link_src, link_dst     the link the verdict looked at: the slowest for a slow link, else the busiest
 --                          (NIC congested: link_src the worker, link_dst NULL, link_gbps and

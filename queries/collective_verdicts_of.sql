@@ -32,6 +32,13 @@ instances AS (
     FROM calls
     GROUP BY run, source, comm, seq
 ),
+late_set AS (  -- every rank that started min_late_ns or more after the others' median start, last first
+    SELECT c.run, c.source, c.comm, c.seq, list(c.rank ORDER BY c.t0 DESC, c.rank) AS late_ranks
+    FROM calls AS c
+    JOIN instances AS i ON i.run = c.run AND i.source = c.source AND i.comm IS NOT DISTINCT FROM c.comm AND i.seq = c.seq
+    WHERE i.ranks > 1 AND c.t0 - i.others_start >= min_late_ns
+    GROUP BY c.run, c.source, c.comm, c.seq
+),
 wire_rows AS (  -- the collectives on the wire, as collective_wire has them
     SELECT run, source, comm, seq, src_worker, dst_worker, start_ns, end_ns, frames, bytes, resent_frames,
            resent_bytes, busy_ns, gbps
@@ -106,13 +113,16 @@ judged AS (
            s.gbps AS slow_gbps, s.others_gbps, s.peak_gbps AS slow_peak_gbps,
            b.src_worker AS busy_src, b.dst_worker AS busy_dst, b.bytes AS busy_bytes, b.busy_ns AS busy_busy_ns,
            b.gbps AS busy_gbps, b.peak_gbps AS busy_peak_gbps,
-           nb.worker AS nic_worker, nb.gbps AS nic_gbps, nb.peak_gbps AS nic_peak_gbps, nb.rose AS nic_signals
+           nb.worker AS nic_worker, nb.gbps AS nic_gbps, nb.peak_gbps AS nic_peak_gbps, nb.rose AS nic_signals,
+           ls.late_ranks
     FROM instances AS i
     LEFT JOIN lost AS l ON l.run = i.run AND l.source = i.source AND l.comm IS NOT DISTINCT FROM i.comm AND l.seq = i.seq
     LEFT JOIN slowest AS s ON s.run = i.run AND s.source = i.source AND s.comm IS NOT DISTINCT FROM i.comm AND s.seq = i.seq
     LEFT JOIN busiest AS b ON b.run = i.run AND b.source = i.source AND b.comm IS NOT DISTINCT FROM i.comm AND b.seq = i.seq
     LEFT JOIN nic_busiest AS nb
         ON nb.run = i.run AND nb.source = i.source AND nb.comm IS NOT DISTINCT FROM i.comm AND nb.seq = i.seq
+    LEFT JOIN late_set AS ls
+        ON ls.run = i.run AND ls.source = i.source AND ls.comm IS NOT DISTINCT FROM i.comm AND ls.seq = i.seq
 ),
 referenced AS (
     SELECT *,
@@ -151,7 +161,7 @@ linked AS (
     FROM ruled
 )
 SELECT run, source, comm, seq, op, step, bytes, ranks, start_ns, end_ns, duration_ns, spread_ns, late_rank,
-       late_worker, late_ns, joined_ns, link_src, link_dst, link_bytes::BIGINT AS link_bytes, link_busy_ns,
+       late_worker, late_ns, coalesce(late_ranks, []::INTEGER[]) AS late_ranks, joined_ns, link_src, link_dst, link_bytes::BIGINT AS link_bytes, link_busy_ns,
        link_busy_ns / nullif(joined_ns, 0) AS link_busy_share, link_gbps, others_gbps, link_peak_gbps,
        frames, retransmissions, retransmitted_bytes, reference_joined_ns::BIGINT AS reference_joined_ns,
        CASE rule
@@ -167,6 +177,10 @@ SELECT run, source, comm, seq, op, step, bytes, ranks, start_ns, end_ns, duratio
        CASE rule
            WHEN 'late rank' THEN printf('the ranks started over %.1f of its %.1f ms, rank %d (%s) last, %.1f ms after the others'' median start',
                                         spread_ns / 1e6, duration_ns / 1e6, late_rank, coalesce(late_worker, '?'), late_ns / 1e6)
+                              || CASE WHEN len(late_ranks) > 1
+                                      THEN printf('; %d ranks %.1f ms or more late: %s', len(late_ranks), min_late_ns / 1e6,
+                                                  array_to_string(late_ranks[1:8], ', ') || CASE WHEN len(late_ranks) > 8 THEN ', …' ELSE '' END)
+                                      ELSE '' END
            WHEN 'retransmitting' THEN printf('%d of its %d frames retransmitted on its links (%s B); %.1f ms with every rank in, %.1fx the %.1f ms of clean ones',
                                              retransmissions, frames, format('{:,}', retransmitted_bytes), joined_ns / 1e6,
                                              joined_ns / reference_joined_ns, reference_joined_ns / 1e6)

@@ -235,3 +235,16 @@ def test_a_thin_job_gives_the_same_collectives_steps_kernels_and_breakdown(
         "SELECT seq, last_rank, spread_ns FROM collective_stragglers ORDER BY ALL",
     ):
         assert rows(lean, sql) == rows(data, sql), sql
+
+
+def test_the_verdicts_name_both_planted_stragglers_and_no_other_rank(plain: tuple[dict, Path]) -> None:
+    """Two ranks equally late: collective_stragglers' last rank is one of them, the verdicts name both."""
+    manifest, data = plain
+    named = rows(
+        data,
+        "SELECT DISTINCT unnest(late_ranks) FROM collective_verdicts WHERE verdict = 'straggler' ORDER BY 1",
+    )
+    assert [r for (r,) in named] == sorted(manifest["stragglers"])
+    judged = rows(data, "SELECT count(*) FROM collective_verdicts WHERE verdict = 'straggler'")
+    assert judged[0][0] > 0
+    assert rows(data, "SELECT DISTINCT len(late_ranks) FROM collective_verdicts") == [(2,)]
