@@ -1127,8 +1127,8 @@ MUTANTS = [
     Mutant(
         "pytorch_profiler.reduce_scatter_by_its_input",
         "tracecore/logs/pytorch_profiler.py",
-        '"Out msg nelems" if op == "reduce_scatter" else "In msg nelems"',
-        '"In msg nelems" if op == "reduce_scatter" else "In msg nelems"',
+        'side = "Out" if op == "reduce_scatter" else "In"',
+        'side = "In" if op == "reduce_scatter" else "In"',
         "a reduce-scatter's message counted by all ranks' input (N times NCCL's count)",
         ("tests/test_logs_collectives.py::test_pytorch_profiler_reduce_scatter_counts_each_ranks_output",),
     ),
