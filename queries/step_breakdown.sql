@@ -82,47 +82,63 @@ logged AS (  -- workers with collectives but no profiled steps
     JOIN train_steps(runs := runs) AS b ON b.run = w.run
     WHERE NOT EXISTS (SELECT 1 FROM profiled AS p WHERE p.run = w.run AND p.worker = w.worker)
 ),
-steps AS (SELECT * FROM profiled UNION ALL SELECT * FROM logged),
+steps AS (  -- sid: each step's number, so that joins and the sweep key on one integer
+    SELECT *, row_number() OVER (ORDER BY run, worker, step, file, t0) AS sid
+    FROM (SELECT * FROM profiled UNION ALL SELECT * FROM logged)
+),
 traced AS (SELECT DISTINCT run, file FROM profiler_kernels),
-spans AS (  -- what ran in each step, clipped to it: 'p' compute, 'c' communication, 'm' memcpy/memset
-    SELECT s.run, s.worker, s.step,
-           CASE k.kind WHEN 'communication' THEN 'c' WHEN 'compute' THEN 'p' ELSE 'm' END AS what,
-           greatest(k.start_ns, s.t0) AS a, least(k.end_ns, s.t1) AS b
+traced_files AS (SELECT run, file, row_number() OVER (ORDER BY run, file) AS fid FROM traced),
+-- A kernel is paired with the steps it overlaps through buckets of 2^24 ns (16.8 ms): each step and each
+-- kernel over the buckets it covers, a pair counted once, in the bucket of the later start (which both
+-- cover); a range join on the file alone compares every kernel with every step of its trace.
+step_buckets AS (
+    SELECT s.sid, f.fid, s.t0, s.t1, unnest(range(s.t0 // 16777216, (s.t1 - 1) // 16777216 + 1)) AS bucket
     FROM steps AS s
-    JOIN profiler_kernels AS k ON k.run = s.run AND k.file = s.file AND k.start_ns < s.t1 AND k.end_ns > s.t0
+    JOIN traced_files AS f ON f.run = s.run AND f.file = s.file
+),
+kernel_buckets AS (
+    SELECT f.fid, k.kind, k.start_ns, k.end_ns,
+           unnest(range(k.start_ns // 16777216, greatest(k.end_ns - 1, k.start_ns) // 16777216 + 1)) AS bucket
+    FROM profiler_kernels AS k
+    JOIN traced_files AS f ON f.run = k.run AND f.file = k.file
+),
+spans AS (  -- what ran in each step, clipped to it: 'p' compute, 'c' communication, 'm' memcpy/memset
+    SELECT s.sid, CASE k.kind WHEN 'communication' THEN 'c' WHEN 'compute' THEN 'p' ELSE 'm' END AS what,
+           greatest(k.start_ns, s.t0) AS a, least(k.end_ns, s.t1) AS b
+    FROM kernel_buckets AS k
+    JOIN step_buckets AS s ON s.fid = k.fid AND s.bucket = k.bucket
+    WHERE k.start_ns < s.t1 AND k.end_ns > s.t0 AND k.bucket = greatest(k.start_ns // 16777216, s.t0 // 16777216)
     UNION ALL
-    SELECT s.run, s.worker, s.step, 'c', greatest(c.start_ns, s.t0), least(c.end_ns, s.t1)
+    SELECT s.sid, 'c', greatest(c.start_ns, s.t0), least(c.end_ns, s.t1)
     FROM steps AS s
     JOIN collective_calls AS c
         ON c.run = s.run AND c.worker = s.worker AND c.start_ns < s.t1 AND c.end_ns > s.t0
         AND (s.file IS NULL OR c.file = s.file)
     WHERE NOT EXISTS (SELECT 1 FROM traced AS t WHERE t.run = s.run AND t.file = s.file)
 ),
-edges AS (
-    SELECT run, worker, step, a AS t, CASE WHEN what = 'c' THEN 1 ELSE 0 END AS dc,
-           CASE WHEN what = 'p' THEN 1 ELSE 0 END AS dp, CASE WHEN what = 'm' THEN 1 ELSE 0 END AS dm
-    FROM spans
+edges AS (  -- each span's start and end; the kinds packed in one count (c · 2^40 + p · 2^20 + m)
+    SELECT sid, a AS t, CASE what WHEN 'c' THEN 1099511627776 WHEN 'p' THEN 1048576 ELSE 1 END AS d FROM spans
     UNION ALL
-    SELECT run, worker, step, b, CASE WHEN what = 'c' THEN -1 ELSE 0 END, CASE WHEN what = 'p' THEN -1 ELSE 0 END,
-           CASE WHEN what = 'm' THEN -1 ELSE 0 END
-    FROM spans
+    SELECT sid, b, CASE what WHEN 'c' THEN -1099511627776 WHEN 'p' THEN -1048576 ELSE -1 END FROM spans
 ),
-swept AS (  -- a sweep over the step's edges: how many of each kind run between consecutive edges
-    SELECT run, worker, step, t,
-           sum(dc) OVER w AS c, sum(dp) OVER w AS p, sum(dm) OVER w AS m,
-           lead(t) OVER (PARTITION BY run, worker, step ORDER BY t, dc, dp, dm) - t AS dt
-    FROM edges
-    WINDOW w AS (PARTITION BY run, worker, step ORDER BY t, dc, dp, dm ROWS UNBOUNDED PRECEDING)
+swept AS (  -- a sweep over the step's edges: how many of each kind run between consecutive edges (at
+            -- tied times only the last edge's row has a duration, and it counts every tied edge)
+    SELECT sid, cum >> 40 AS c, (cum >> 20) & 1048575 AS p, cum & 1048575 AS m, dt
+    FROM (
+        SELECT sid, sum(d) OVER w AS cum, lead(t) OVER w - t AS dt
+        FROM edges
+        WINDOW w AS (PARTITION BY sid ORDER BY t ROWS UNBOUNDED PRECEDING)
+    )
 ),
 busy AS (
-    SELECT run, worker, step,
+    SELECT sid,
            coalesce(sum(dt) FILTER (WHERE c > 0), 0)::BIGINT AS communication_ns,
            coalesce(sum(dt) FILTER (WHERE p > 0), 0)::BIGINT AS compute_ns,
            coalesce(sum(dt) FILTER (WHERE c > 0 AND p > 0), 0)::BIGINT AS overlap_ns,
            coalesce(sum(dt) FILTER (WHERE m > 0), 0)::BIGINT AS memory_ns,
            coalesce(sum(dt) FILTER (WHERE c > 0 OR p > 0 OR m > 0), 0)::BIGINT AS gpu_busy_ns
     FROM swept
-    GROUP BY run, worker, step
+    GROUP BY sid
 ),
 sent AS (
     SELECT s.run, s.worker, s.step, d.worker AS dst, p.ts_ns,
@@ -155,7 +171,7 @@ measured AS (
            CASE WHEN t.file IS NOT NULL THEN s.t1 - s.t0 - coalesce(b.gpu_busy_ns, 0) END AS gpu_idle_ns,
            l.busiest_link, coalesce(l.link_busy_ns, 0) AS link_busy_ns
     FROM steps AS s
-    LEFT JOIN busy AS b ON b.run = s.run AND b.worker = s.worker AND b.step = s.step
+    LEFT JOIN busy AS b ON b.sid = s.sid
     LEFT JOIN links AS l ON l.run = s.run AND l.worker = s.worker AND l.step = s.step
     LEFT JOIN traced AS t ON t.run = s.run AND t.file = s.file
 )
