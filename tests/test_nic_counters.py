@@ -466,7 +466,8 @@ def test_the_figure_and_the_report_show_the_counters(counted_run: Path, tmp_path
     rows = spec["data"]["values"]
     assert {r["panel"] for r in rows} == {"W1", "W2"}
     assert {(r["sent"], r["nic"]) for r in rows} == {("sent", "eth1"), ("received", "eth1")}
-    assert "10 ms bins" in spec["title"]["subtitle"][0]
+    # the finest bin the sampling allows: 10 ms, or 20 ms when a loaded machine stretched the samples
+    assert spec["title"]["subtitle"][0].startswith(("10 ms bins", "20 ms bins"))
     assert max(r["gbps"] for r in rows) > 0.05
     res = CliRunner().invoke(app, ["report", str(tmp_path / "r"), "--data", str(counted_run)])
     assert res.exit_code == 0, res.output
